@@ -1,0 +1,269 @@
+"""`driver`: the command line. Thin: parse flags, then hand over to the phase machine.
+
+Heavy modules are imported only after the flags are parsed, so `driver --help` is instant.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+
+EXIT_CODES = """exit codes:
+  0  finished (or, for read commands, success)
+  1  failure: the run stopped cleanly and can be resumed once the cause is fixed
+  2  usage or bad input: nothing was started or changed
+  3  waiting for the teacher: read iter_N/TEACHER.md, write the files, then `driver resume`"""
+
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+_BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hms]?)\s*$")
+_UNITS = {"h": 3600, "m": 60, "s": 1, "": 1}
+
+
+def parse_budget(text: str) -> float:
+    m = _BUDGET.match(str(text))
+    if not m:
+        raise argparse.ArgumentTypeError(f"budget {text!r}: use Nh, Nm or Ns (e.g. 10h, 30m)")
+    seconds = float(m.group(1)) * _UNITS[m.group(2)]
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("budget must be positive")
+    return seconds
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
+    return v
+
+
+def plain_name(text: str) -> str:
+    """Model names and hub ids: printable, one line. They are TOML-encoded, never pasted."""
+    if not text or any(ord(c) < 32 or ord(c) == 127 for c in text) or len(text) > 300:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: must be one printable line (no newlines or control characters)")
+    return text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="driver", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Teacher/student self-improvement loop for RL post-training "
+                    "(prime-rl + verifiers).", epilog=EXIT_CODES)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="start a new run", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Create a run directory and drive every phase: introspect, "
+                                   "iter_0 baseline, the teacher/student loop, controls, finalize.")
+    r.add_argument("--dataset", default="stock_arithmetic", type=plain_name,
+                   help="hub env name (a verifiers environment id) (default: %(default)s)")
+    r.add_argument("--model", default=DEFAULT_MODEL, type=plain_name,
+                   help="student model, used verbatim in [model] name (default: %(default)s)")
+    r.add_argument("--budget", default="10h", type=parse_budget,
+                   help="wall-clock cap for the iteration loop: Nh, Nm or Ns; controls run after "
+                        "it on their own time (default: 10h)")
+    r.add_argument("--hub-id", type=plain_name, help="Prime hub slug (default: primeintellect/<dataset>)")
+    r.add_argument("--max-iters", default=15, type=positive_int,
+                   help="total iterations including iter_0 (default: %(default)s)")
+    r.add_argument("--batch-size", default=512, type=positive_int,
+                   help="TOTAL rollouts per step, not unique prompts (default: %(default)s)")
+    r.add_argument("--rollouts-per-example", default=16, type=positive_int,
+                   help="group size (default: %(default)s)")
+    r.add_argument("--steps-per-run", default=100, type=positive_int,
+                   help="new training steps per arm; max_steps is absolute (default: %(default)s)")
+    r.add_argument("--eval-examples", default=200, type=positive_int,
+                   help="hub eval examples per evaluation (default: %(default)s)")
+    r.add_argument("--init-from", help="a prior run directory to reuse as iter_0 (skips training it)")
+    r.add_argument("--backend", default="prime_rl", choices=["prime_rl", "local"],
+                   help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local "
+                        "(embedded CPU trainer) (default: %(default)s)")
+    r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
+    r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
+    r.add_argument("--teacher", default="builtin", choices=["builtin", "agent"],
+                   help="who writes weakness reports and generators (default: %(default)s)")
+    r.add_argument("--teacher-retries", default=3, type=positive_int,
+                   help="gate failures before an iteration is skipped (default: %(default)s)")
+    r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")
+    r.add_argument("--seed", default=0, type=int, help="seed for every random choice (default: 0)")
+
+    s = sub.add_parser("resume", help="continue a run directory where it stopped", epilog=EXIT_CODES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("run_dir")
+
+    st = sub.add_parser("status", help="where a run is: phase, iteration, budget, accuracies",
+                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("run_dir")
+    st.add_argument("--json", action="store_true", help="machine-readable output")
+
+    i = sub.add_parser("introspect", help="describe a hub env's stack (writes nothing)",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    i.add_argument("env")
+    i.add_argument("--python", help="interpreter that loads the env (default: this one)")
+    i.add_argument("--json", action="store_true", help="print hub_env.json's content")
+
+    v = sub.add_parser("validate", help="run the dataset gate; exit 0 only if every line is True",
+                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("dataset")
+    v.add_argument("--weakness", required=True, help="the iteration's weakness.json")
+    v.add_argument("--prior", action="append", default=[], help="a prior iteration's dataset (repeatable)")
+    v.add_argument("--json", action="store_true")
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+
+def cmd_run(a) -> int:
+    from pathlib import Path
+
+    from driver import loop
+    from driver.backends import resolve
+    from driver.context import Ctx
+    from driver.state import RunDir, RunLock, RunState
+
+    if a.batch_size % a.rollouts_per_example:
+        raise _usage(f"--batch-size {a.batch_size} is not divisible by --rollouts-per-example "
+                     f"{a.rollouts_per_example}")
+    if a.batch_size // a.rollouts_per_example < 16:
+        raise _usage(f"--batch-size {a.batch_size} gives {a.batch_size // a.rollouts_per_example} "
+                     "unique prompts per step; GRPO needs at least 16")
+    if a.init_from and not Path(a.init_from).is_dir():
+        raise _usage(f"--init-from {a.init_from} is not a directory")
+    backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = Path(a.runs_dir)
+    path = root / f"{a.dataset.replace('/', '_')}-{stamp}"
+    k = 2
+    while path.exists():
+        path = root / f"{a.dataset.replace('/', '_')}-{stamp}-{k}"
+        k += 1
+    path.mkdir(parents=True)
+    rd = RunDir(path)
+    state = RunState(
+        dataset=a.dataset, hub_id=a.hub_id or f"primeintellect/{a.dataset}", model=a.model,
+        start_ts=time.time(), budget_seconds=a.budget, max_iters=a.max_iters,
+        batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
+        steps_per_run=a.steps_per_run, eval_examples=a.eval_examples,
+        init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
+        backend=a.backend, teacher=a.teacher, seed=a.seed,
+        prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
+        teacher_retries=a.teacher_retries)
+    with RunLock(rd.path):
+        rd.save(state)
+        from driver.state import atomic_write_json
+        atomic_write_json(rd.metrics_json, {"iters": [], "controls": []})
+        print(f"run directory: {rd.path}", flush=True)
+        print(f"backend: {backend.name} ({' '.join(backend.command)}); teacher: {a.teacher}",
+              file=sys.stderr, flush=True)
+        ctx = Ctx.open(rd, state)
+        from driver import scratchpad
+        scratchpad.render(ctx)
+        return loop.run(ctx)
+
+
+def cmd_resume(a) -> int:
+    from driver import loop
+    from driver.context import Ctx
+    from driver.state import RunDir, RunLock
+
+    rd = RunDir(a.run_dir)
+    state = rd.load()
+    with RunLock(rd.path):
+        state = rd.load()  # re-read under the lock
+        print(f"resuming {rd.path} at phase {state.phase} (iteration {state.iteration})",
+              file=sys.stderr, flush=True)
+        return loop.run(Ctx.open(rd, state))
+
+
+def status_payload(run_dir: str) -> dict:
+    from driver.state import RunDir
+
+    rd = RunDir(run_dir)
+    st = rd.load()
+    m = rd.load_metrics()
+    elapsed = (st.end_ts or time.time()) - st.start_ts
+    return {
+        "run_dir": str(rd.path), "status": st.status, "phase": st.phase, "iteration": st.iteration,
+        "elapsed_s": round(elapsed, 1), "budget_s": st.budget_seconds,
+        "max_iters": st.max_iters, "reason": st.reason,
+        "trainer_pid": st.trainer.pid if st.trainer else None,
+        "eval_acc": {f"iter_{i['iter']}": i.get("eval_acc") for i in m["iters"]},
+        "controls": {c["run"]: c.get("eval_acc") for c in m["controls"]},
+        "phase4_errors": st.phase4_errors,
+    }
+
+
+def cmd_status(a) -> int:
+    p = status_payload(a.run_dir)
+    if a.json:
+        print(json.dumps(p, indent=2))
+        return 0
+    print(f"{p['run_dir']}\n  status {p['status']} · phase {p['phase']} · iteration {p['iteration']}"
+          f"\n  elapsed {p['elapsed_s'] / 60:.1f} min of {p['budget_s'] / 60:.1f} min budget")
+    if p["reason"]:
+        print(f"  reason: {p['reason']}")
+    for k, v in list(p["eval_acc"].items()) + list(p["controls"].items()):
+        print(f"  {k:<8} eval_acc {'skipped' if v is None else f'{v:.4f}'}")
+    return 0
+
+
+def cmd_introspect(a) -> int:
+    from driver import envs
+
+    info = envs.introspect(a.python or sys.executable, a.env)
+    if a.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"{a.env}: {info['env_class']} · parser {info['parser_class']} · rubric "
+              f"{info['rubric_class']}\n  rewards: " +
+              ", ".join(f"{f['name']}×{f['weight']}" for f in info["rubric_funcs"]) +
+              f"\n  train {info['train_size']} rows · eval {info['eval_size']} rows\n"
+              f"  answer format: {info['answer_format_instruction']}")
+    return 0
+
+
+def cmd_validate(a) -> int:
+    from pathlib import Path
+
+    from driver.gates import dataset as gate
+    from driver.state import read_json
+
+    for f in [a.dataset, a.weakness, *a.prior]:
+        if not Path(f).exists():
+            raise _usage(f"{f} does not exist")
+    report = gate.check(Path(a.dataset), read_json(a.weakness), [Path(p) for p in a.prior])
+    print(json.dumps(report.to_json(), indent=2) if a.json else report.render())
+    return 0 if report.passed else 1
+
+
+def _usage(msg: str):
+    from driver.errors import UsageError
+
+    return UsageError(msg)
+
+
+COMMANDS = {"run": cmd_run, "resume": cmd_resume, "status": cmd_status,
+            "introspect": cmd_introspect, "validate": cmd_validate}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from driver.errors import DriverError
+
+    try:
+        return COMMANDS[args.command](args)
+    except DriverError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: the run directory is consistent; `driver resume` continues it",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

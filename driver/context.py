@@ -1,0 +1,55 @@
+"""What every phase receives: the run directory, its state, and the resolved collaborators."""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from driver import dialects
+from driver.backends import Backend, resolve
+from driver.dialects.classic import Knobs
+from driver.state import RunDir, RunState, read_json
+
+
+@dataclass
+class Ctx:
+    rd: RunDir
+    state: RunState
+    backend: Backend
+    dialect: object
+    poll_interval: float = 5.0
+    poll_cap_s: float = 2 * 60 * 60
+    quiet: bool = False
+    _hub: dict | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, rd: RunDir, state: RunState, quiet: bool = False) -> "Ctx":
+        return cls(rd=rd, state=state, backend=resolve(state.backend, state.prime_rl_dir),
+                   dialect=dialects.get(state.dialect),
+                   poll_interval=float(os.environ.get("DRIVER_POLL_INTERVAL", "5")),
+                   quiet=quiet)
+
+    @property
+    def knobs(self) -> Knobs:
+        s = self.state
+        return Knobs(model=s.model, batch_size=s.batch_size,
+                     rollouts_per_example=s.rollouts_per_example,
+                     steps_per_run=s.steps_per_run, eval_examples=s.eval_examples,
+                     wandb_project=f"synthetic-self-improve-rl-{s.dataset}")
+
+    @property
+    def hub(self) -> dict:
+        if self._hub is None:
+            self._hub = read_json(self.rd.hub_env_json)
+        return self._hub
+
+    def save(self) -> None:
+        self.rd.save(self.state)
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(msg, file=sys.stderr, flush=True)
+
+    def iter_dir(self, n: int) -> Path:
+        return self.rd.path / f"iter_{n}"

@@ -1,0 +1,155 @@
+"""The classic generation: verifiers <= 0.3.1 and prime-rl 0.5.x (2026-04-09 .. 2026-05-23).
+
+Config shape `[[orchestrator.train.env]] id=`, `rollouts_per_example`, `[ckpt] resume_step`;
+output layout `OUT/{checkpoints,weights}/step_N` and `OUT/run_default/{rollouts,checkpoints,
+broadcasts}/step_N`, with rollout rows in `{train,eval}_rollouts.jsonl`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from driver import resources
+from driver.errors import UsageError
+
+_STEP = re.compile(r"^step_(\d+)$")
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Per-run settings shared by every arm (the seed's standardized hyperparameters)."""
+    model: str
+    batch_size: int
+    rollouts_per_example: int
+    steps_per_run: int
+    eval_examples: int
+    seq_len: int = 2048
+    train_max_tokens: int = 1024
+    eval_max_tokens: int = 1024
+    wandb_project: str = "synthetic-self-improve-rl"
+
+
+class ClassicDialect:
+    name = "classic"
+
+    # ---- output layout -----------------------------------------------------------------------
+    def rollouts_dir(self, out: Path) -> Path:
+        return Path(out) / "run_default" / "rollouts"
+
+    def eval_file(self, out: Path, step: int) -> Path:
+        return self.rollouts_dir(out) / f"step_{step}" / "eval_rollouts.jsonl"
+
+    def train_file(self, out: Path, step: int) -> Path:
+        return self.rollouts_dir(out) / f"step_{step}" / "train_rollouts.jsonl"
+
+    def checkpoint_trees(self, out: Path, step: int) -> list[Path]:
+        """The four trees a resuming run needs in its own output dir."""
+        out = Path(out)
+        return [out / "checkpoints" / f"step_{step}", out / "weights" / f"step_{step}",
+                out / "run_default" / "checkpoints" / f"step_{step}",
+                out / "run_default" / "broadcasts" / f"step_{step}"]
+
+    def steps(self, directory: Path) -> list[int]:
+        if not Path(directory).is_dir():
+            return []
+        return sorted(int(m.group(1)) for p in Path(directory).iterdir()
+                      if (m := _STEP.match(p.name)))
+
+    def latest_train_step(self, out: Path) -> int | None:
+        steps = [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
+        return steps[-1] if steps else None
+
+    def train_rows(self, out: Path, step: int) -> Iterator[dict]:
+        """Train rollout rows (fair game for the teacher)."""
+        with open(self.train_file(out, step), encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    yield json.loads(line)
+
+    # ---- configs -----------------------------------------------------------------------------
+    def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None) -> dict:
+        block: dict = {"id": env_id}
+        if name:
+            block["name"] = name
+        if args:
+            block["args"] = args
+        return block
+
+    def eval_env_block(self, hub: dict, knobs: Knobs) -> dict:
+        block = {"id": hub["env_id"], "num_examples": min(knobs.eval_examples, hub["eval_size"]),
+                 "rollouts_per_example": 1}
+        if hub.get("env_args"):
+            block["args"] = hub["env_args"]
+        return block
+
+    def render_base(self, hub: dict, knobs: Knobs) -> str:
+        return resources.jinja().get_template("classic/base_rl.toml.j2").render(
+            max_steps=knobs.steps_per_run, seq_len=knobs.seq_len, model=knobs.model,
+            batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
+            train_max_tokens=knobs.train_max_tokens,
+            train_env=self.train_env_block(hub["env_id"], hub.get("env_args")))
+
+    def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
+        return resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
+            max_steps=knobs.steps_per_run, eval_max_tokens=knobs.eval_max_tokens,
+            eval_env=self.eval_env_block(hub, knobs))
+
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
+                   train_envs: list[dict], resume_step: int | None) -> str:
+        """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
+        resuming from F, steps_per_run from base."""
+        if resume_step is not None and (type(resume_step) is not int or resume_step < 1):
+            raise UsageError(f"resume_step must be a positive integer step, got {resume_step!r}")
+        max_steps = (resume_step or 0) + knobs.steps_per_run
+        return resources.jinja().get_template("classic/rl.toml.j2").render(
+            arm=arm, purpose=purpose, max_steps=max_steps, seq_len=knobs.seq_len,
+            wandb_project=knobs.wandb_project, model=knobs.model,
+            ckpt_interval=knobs.steps_per_run, resume_step=resume_step,
+            batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
+            train_max_tokens=knobs.train_max_tokens, train_envs=train_envs,
+            eval_max_tokens=knobs.eval_max_tokens, eval_env=self.eval_env_block(hub, knobs))
+
+    def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
+        return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
+                "--orchestrator.batch-size", str(knobs.batch_size),
+                "--orchestrator.rollouts-per-example", str(knobs.rollouts_per_example),
+                "--output-dir", str(output_dir)]
+
+    def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
+        """Parse a rendered config back and refuse what would waste a launch."""
+        try:
+            cfg = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise UsageError(f"rendered config is not valid TOML ({e}); this is a driver bug") from None
+        orch = cfg.get("orchestrator", {})
+        bs, rpe = orch.get("batch_size"), orch.get("rollouts_per_example")
+        if bs is not None and rpe:
+            if bs % rpe:
+                raise UsageError(f"batch_size {bs} is not divisible by rollouts_per_example {rpe}; "
+                                 "pick a --batch-size that is a multiple of it")
+            if bs // rpe < 16:
+                raise UsageError(f"batch_size {bs} / rollouts_per_example {rpe} = {bs // rpe} unique "
+                                 "prompts per step; GRPO needs at least 16. Raise --batch-size.")
+        ckpt = cfg.get("ckpt", {})
+        if "resume_step" in ckpt:
+            rs = ckpt["resume_step"]
+            if type(rs) is not int or rs < 1:
+                raise UsageError(f"[ckpt] resume_step must be a positive integer, got {rs!r}")
+            if cfg.get("max_steps") is not None and rs >= cfg["max_steps"]:
+                raise UsageError(f"max_steps {cfg['max_steps']} must exceed resume_step {rs} "
+                                 "(max_steps is absolute)")
+        if expect_resume is not None and ckpt.get("resume_step") != expect_resume:
+            raise UsageError(f"config does not resume from step {expect_resume}")
+        for section in ("train", "eval"):
+            envs = orch.get(section, {}).get("env")
+            if section == "eval" and "eval" in orch and not envs:
+                raise UsageError("eval env missing: prime-rl would silently fall back to its default env")
+        return cfg
+
+    def env_ids(self, cfg: dict) -> list[str]:
+        orch = cfg.get("orchestrator", {})
+        return [e["id"] for s in ("train", "eval") for e in orch.get(s, {}).get("env", [])]

@@ -1,0 +1,221 @@
+"""Environments: hub introspection, generated environment packages, cleanup-then-install.
+
+All environment code runs in a subprocess of the interpreter that will load the environment at
+training time (the driver's own for the embedded trainer, prime-rl's venv for prime-rl): the
+driver itself never imports verifiers, and what it checks is what the trainer will see.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from driver import faults, resources
+from driver.errors import DriverError, UsageError
+
+BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
+
+# Runs in the target interpreter. Prints one JSON line; never touches the eval split's rows.
+_INTROSPECT = r"""
+import json, re, sys
+env_id, env_args = sys.argv[1], json.loads(sys.argv[2])
+import verifiers as vf
+env = vf.load_environment(env_id, **env_args)
+def funcs(rubric):
+    if hasattr(rubric, "rubrics"):
+        out = []
+        for r in rubric.rubrics:
+            out += funcs(r)
+        return out
+    names = [getattr(f, "__name__", repr(f)) for f in getattr(rubric, "funcs", getattr(rubric, "reward_funcs", []))]
+    weights = list(getattr(rubric, "weights", getattr(rubric, "reward_weights", [])))
+    return [{"name": n, "weight": float(w), "rubric_class": type(rubric).__name__} for n, w in zip(names, weights)]
+def own_rubric_class(rubric):
+    if hasattr(rubric, "rubrics"):
+        own = [r for r in rubric.rubrics if type(r).__name__ != "MultiTurnMonitorRubric"]
+        if len(own) == 1:
+            return type(own[0]).__name__
+    return type(rubric).__name__
+train = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
+ev = env.get_eval_dataset()
+samples = []
+for i in range(min(3, len(train))):
+    row = train[i]
+    samples.append({k: row[k] for k in ("question", "answer", "info") if k in row})
+print("@@HUB@@" + json.dumps({
+    "env_class": type(env).__name__,
+    "env_module": type(env).__module__,
+    "parser_class": type(env.parser).__name__,
+    "parser_module": type(env.parser).__module__,
+    "rubric_class": own_rubric_class(env.rubric),
+    "rubric_funcs": funcs(env.rubric),
+    "system_prompt": env.system_prompt or "",
+    "train_size": len(train),
+    "eval_size": len(ev),
+    "train_columns": list(train.column_names),
+    "sample_train_rows": samples,
+}, default=str))
+"""
+
+_COUNT_ROWS = r"""
+import sys
+import verifiers as vf
+env = vf.load_environment(sys.argv[1])
+print("@@ROWS@@", len(env.get_dataset()))
+"""
+
+_FORMAT_WORDS = re.compile(r"json|format|answer|reply|respond|tag|<|box|exactly", re.I)
+
+
+def answer_format_instruction(system_prompt: str) -> str:
+    """The sentences of the system prompt that state the answer format."""
+    sentences = re.split(r"(?<=[.!?])\s+", system_prompt.strip())
+    return " ".join(s for s in sentences if _FORMAT_WORDS.search(s)).strip()
+
+
+def module_name(env_id: str) -> str:
+    """verifiers' own rule: dashes to underscores, owner prefix dropped."""
+    return env_id.split("/")[-1].split("@")[0].replace("-", "_")
+
+
+def _run_py(python: str, script: str, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-c", script, *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _marker_line(out: str, marker: str) -> str | None:
+    for line in out.splitlines():
+        if line.startswith(marker):
+            return line[len(marker):].strip()
+    return None
+
+
+def is_importable(python: str, module: str) -> bool:
+    r = subprocess.run([python, "-c", f"import importlib.util,sys; sys.exit(0 if importlib.util.find_spec({module!r}) else 1)"],
+                       capture_output=True)
+    return r.returncode == 0
+
+
+def ensure_installed(python: str, env_id: str) -> None:
+    """An installed module is used directly; a built-in is installed from the bundled copy;
+    otherwise `prime env install` when the prime CLI is there; else a clear error."""
+    mod = module_name(env_id)
+    if is_importable(python, mod):
+        return
+    if mod in BUILTIN_ENVS:
+        pip_install(python, resources.environments_dir() / mod, editable=False)
+        return
+    prime = shutil.which("prime")
+    if prime:
+        r = subprocess.run([prime, "env", "install", env_id], capture_output=True, text=True)
+        if r.returncode == 0 and is_importable(python, mod):
+            return
+    raise DriverError(
+        f"hub env not found: '{env_id}' is not installed for {python} and could not be "
+        f"installed. Install it (`prime env install {env_id}`, or `pip install` its package "
+        "into that interpreter) and resume.", exit_code=2)
+
+
+def introspect(python: str, env_id: str, env_args: dict | None = None) -> dict:
+    ensure_installed(python, env_id)
+    r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {})])
+    payload = _marker_line(r.stdout, "@@HUB@@")
+    if r.returncode != 0 or payload is None:
+        tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])
+        raise DriverError(f"hub env not found: loading '{env_id}' failed:\n{tail}", exit_code=2)
+    info = json.loads(payload)
+    info["env_id"] = env_id
+    info["env_args"] = env_args or {}
+    info["answer_format_instruction"] = answer_format_instruction(info["system_prompt"])
+    return info
+
+
+# --------------------------------------------------------------------------------------------
+# Generated environment packages
+
+def package_name(dataset: str, suffix: str) -> str:
+    """`<env>_iter_<N>` / `<env>_run_a`: underscores only (installers resolve by that name)."""
+    return f"{module_name(dataset)}_{suffix}"
+
+
+def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
+    """Write an environment package whose load_environment returns the hub env's class with the
+    hub's parser, rubric and system prompt; only the rows differ. The rows ship inside the
+    package directory, so two generated packages never share a file."""
+    pkg_root = dest / name
+    mod_dir = pkg_root / name
+    mod_dir.mkdir(parents=True, exist_ok=True)
+    render = resources.jinja()
+    (pkg_root / "pyproject.toml").write_text(
+        render.get_template("classic/env_pyproject.toml.j2").render(name=name))
+    (mod_dir / "__init__.py").write_text(render.get_template("classic/env_module.py.j2").render(
+        name=name, hub_env_id=hub["env_id"], hub_env_args=hub.get("env_args", {})))
+    shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
+    return pkg_root
+
+
+def purelib(python: str) -> Path:
+    r = _run_py(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])", [])
+    return Path(r.stdout.strip())
+
+
+def cleanup(python: str, name: str) -> list[str]:
+    """Uninstall the previous install of `name` and delete every stale root-level copy of its
+    data, module and metadata from site-packages. Returns what was removed."""
+    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", name], capture_output=True)
+    sp = purelib(python)
+    removed = []
+    patterns = ["dataset.jsonl", f"{name}.py", name, f"{name}-*.dist-info", f"_{name}.pth",
+                f"__editable__*{name}*"]
+    for pattern in patterns:
+        for p in sp.glob(pattern):
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
+            removed.append(p.name)
+    return removed
+
+
+def pip_install(python: str, pkg_dir: Path, editable: bool = True) -> None:
+    prime = shutil.which("prime")
+    if prime and Path(python).resolve() != Path(sys.executable).resolve():
+        cmd = [prime, "env", "install", pkg_dir.name, "-p", str(pkg_dir.parent)]
+    else:
+        cmd = [python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps"]
+        cmd += ["-e", str(pkg_dir)] if editable else [str(pkg_dir)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise DriverError(f"installing {pkg_dir} failed:\n{r.stderr.strip()[-2000:]}")
+
+
+def count_rows(python: str, name: str) -> int | None:
+    r = _run_py(python, _COUNT_ROWS, [name])
+    got = _marker_line(r.stdout, "@@ROWS@@")
+    return int(got) if r.returncode == 0 and got is not None else None
+
+
+def install_generated(python: str, pkg_dir: Path, expected_rows: int) -> dict:
+    """Cleanup, install, then count rows in a fresh process of the same interpreter. A mismatch
+    repeats the cleanup once, then stops."""
+    name = pkg_dir.name
+    for attempt in (1, 2):
+        removed = cleanup(python, name)
+        faults.point("install:after-cleanup")
+        pip_install(python, pkg_dir)
+        faults.point("install:after-install")
+        rows = count_rows(python, name)
+        if rows == expected_rows:
+            return {"package": name, "rows": rows, "attempts": attempt, "removed": removed}
+    raise DriverError(
+        f"environment {name} builds {rows} rows after install, expected {expected_rows} "
+        f"(cleanup repeated once). Check {purelib(python)} for a stale copy of {name} and "
+        "remove it, then resume.")
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

@@ -1,0 +1,24 @@
+"""Errors the CLI turns into exit codes. Every message says what to do next."""
+
+
+class DriverError(Exception):
+    """A failure the user can act on. exit_code follows `driver --help`."""
+
+    def __init__(self, message: str, exit_code: int = 1):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class UsageError(DriverError):
+    """Bad flags or bad input: exit code 2."""
+
+    def __init__(self, message: str):
+        super().__init__(message, exit_code=2)
+
+
+class WaitingForTeacher(Exception):
+    """The agent teacher has been briefed; the driver stops with exit code 3."""
+
+    def __init__(self, brief_path):
+        super().__init__(str(brief_path))
+        self.brief_path = brief_path

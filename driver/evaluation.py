@@ -1,0 +1,92 @@
+"""Eval aggregation: the only code that opens eval rollout files.
+
+It keeps numeric fields only (`reward`, `metrics.*`, `example_id`); prompt, completion, info and
+answer of an eval row are dropped the moment a line is parsed and are never returned, printed or
+written anywhere.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from driver.errors import DriverError
+
+IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"
+
+
+def _numeric_view(row: dict) -> dict:
+    metrics = row.get("metrics") or {}
+    return {
+        "example_id": row.get("example_id"),
+        "reward": float(row.get("reward", 0.0) or 0.0),
+        "metrics": {k: float(v) for k, v in metrics.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)},
+    }
+
+
+def aggregate(eval_file: Path) -> dict:
+    path = Path(eval_file)
+    if not path.exists():
+        raise DriverError(f"eval file missing: {path}. The trainer did not write its final eval; "
+                          "check its log, then resume to retrain this arm.")
+    views = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
+                                  "Resume to retrain this arm.") from None
+            views.append(_numeric_view(row))
+    if not views:
+        raise DriverError(f"eval file {path} is empty. Resume to retrain this arm.")
+    correct: dict[str, int] = {}
+    lenient: list[float] = []
+    for v in views:
+        ok = v["metrics"].get("is_correct")
+        ok = int(ok >= 0.5) if ok is not None else int(v["reward"] >= 0.5)
+        # Several rollouts of one example: the example counts as correct when most are.
+        key = str(v["example_id"])
+        correct.setdefault(key, 0)
+        correct[key] += ok
+        if "lenient_correct" in v["metrics"]:
+            lenient.append(v["metrics"]["lenient_correct"])
+    n = len(views)
+    acc = sum(int(v["metrics"].get("is_correct", v["reward"] >= 0.5) >= 0.5) for v in views) / n
+    summary = {
+        "eval_acc": acc,
+        "eval_reward_mean": sum(v["reward"] for v in views) / n,
+        "n_eval": n,
+        "correct_by_example": {k: int(c > 0) for k, c in sorted(correct.items(), key=lambda kv: kv[0])},
+    }
+    if lenient:
+        summary["eval_lenient_acc"] = sum(lenient) / len(lenient)
+    return summary
+
+
+def verdict(acc: float, prev_acc: float | None, iter0_acc: float | None) -> str | None:
+    """The seed's verdict: improved (Δ >= +0.01), flat, regressed (Δ <= -0.01), collapsed (a
+    drop of more than half of iter_0's accuracy)."""
+    if prev_acc is None:
+        return None
+    if iter0_acc is not None and iter0_acc > 0 and acc < iter0_acc * 0.5:
+        return COLLAPSED
+    delta = acc - prev_acc
+    if delta >= 0.01 - 1e-12:
+        return IMPROVED
+    if delta <= -0.01 + 1e-12:
+        return REGRESSED
+    return FLAT
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    if n == 0:
+        return (0.0, 1.0)
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))

@@ -1,0 +1,123 @@
+"""The phase state machine: the only place that decides what happens next.
+
+    introspect -> baseline -> gate -> [weakness -> dataset -> environment -> train -> evaluate
+    -> gate]* -> run_a -> run_b -> finalize -> done
+
+Phases do work and report; they never choose their successor. The gate before each iteration is
+the only exit of the loop: elapsed >= budget, or iteration index >= max_iters. run.json is saved
+after every transition, so a driver killed anywhere resumes at the phase it was in, and every
+phase is re-entrant.
+"""
+from __future__ import annotations
+
+from driver import faults
+from driver.context import Ctx
+from driver.errors import DriverError, WaitingForTeacher
+from driver.phases import controls, finalize, iteration, setup
+from driver.state import PhaseRecord, now
+
+LOOP = ("weakness", "dataset", "environment", "train", "evaluate")
+
+
+def gate(ctx: Ctx) -> str:
+    """The pre-iteration gate. Teacher opinion never ends the loop."""
+    st = ctx.state
+    nxt = st.iteration + 1
+    if now() - st.start_ts >= st.budget_seconds:
+        st.loop_end = "budget_exhausted"
+    elif nxt >= st.max_iters:
+        st.loop_end = "max_iters_reached"
+    else:
+        st.iteration = nxt
+        return "weakness"
+    ctx.say(f"[gate] loop ends: {st.loop_end} (after iteration {st.iteration})")
+    return "run_a"
+
+
+def step(ctx: Ctx, phase: str) -> str:
+    """Run one phase and return the next one."""
+    n = ctx.state.iteration
+    if phase == "introspect":
+        setup.introspect(ctx)
+        return "baseline"
+    if phase == "baseline":
+        setup.baseline(ctx)
+        return "gate"
+    if phase == "gate":
+        return gate(ctx)
+    if phase == "weakness":
+        iteration.weakness(ctx, n)
+        return "dataset"
+    if phase == "dataset":
+        outcome = iteration.dataset(ctx, n)
+        if outcome == "retry":
+            return "weakness"
+        if outcome == "skip":
+            iteration.record_skip(ctx, n)
+            return "gate"
+        return "environment"
+    if phase == "environment":
+        iteration.environment(ctx, n)
+        return "train"
+    if phase == "train":
+        iteration.train_iteration(ctx, n)
+        return "evaluate"
+    if phase == "evaluate":
+        iteration.evaluate_iteration(ctx, n)
+        return "gate"
+    if phase == "run_a":
+        controls.run_control(ctx, "run_a")
+        return "run_b"
+    if phase == "run_b":
+        controls.run_control(ctx, "run_b")
+        return "finalize"
+    if phase == "finalize":
+        table = finalize.finalize(ctx)
+        print(table, flush=True)
+        return "done"
+    raise DriverError(f"run.json names an unknown phase {phase!r}")
+
+
+def _enter(ctx: Ctx, phase: str) -> None:
+    h = ctx.state.history
+    it = ctx.state.iteration if phase in LOOP else None
+    if h and h[-1].phase == phase and h[-1].iteration == it and h[-1].end_ts is None:
+        return  # resuming the phase that was interrupted
+    h.append(PhaseRecord(phase=phase, iteration=it, start_ts=now()))
+
+
+def run(ctx: Ctx) -> int:
+    """Drive the run to its end. Returns the exit code (0 finished, 3 waiting for the teacher)."""
+    st = ctx.state
+    if st.phase == "done":
+        print(finalize.table(finalize.summary_rows(ctx)), flush=True)
+        return 0
+    st.status = "running"
+    st.reason = None
+    ctx.save()
+    while st.phase != "done":
+        phase = st.phase
+        _enter(ctx, phase)
+        ctx.save()
+        faults.point(f"phase:{phase}:start")
+        try:
+            nxt = step(ctx, phase)
+        except WaitingForTeacher as w:
+            st.status = "waiting_teacher"
+            st.reason = f"waiting for the teacher: read {w.brief_path}"
+            ctx.save()
+            ctx.say(f"[teacher] brief written: {w.brief_path}\n"
+                    f"Write the files it asks for, then: driver resume {ctx.rd.path}")
+            return 3
+        except DriverError as e:
+            if st.status != "aborted":
+                st.status = "failed"
+            st.reason = st.reason or str(e).splitlines()[0]
+            ctx.save()
+            raise
+        faults.point(f"phase:{phase}:end")
+        st.history[-1].end_ts = now()
+        st.history[-1].outcome = nxt
+        st.phase = nxt
+        ctx.save()
+    return 0

@@ -1,0 +1,209 @@
+"""One training arm (iter_0, iter_N, run A, run B): install its env, train it, evaluate it.
+
+Each step is re-entrant: it looks at what exists (an installed env with the right row count, a
+running trainer, a complete eval file, a written eval_summary.json) and continues from there.
+A finished training is never relaunched; a running one is re-attached, never launched twice.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver import envs, evaluation, faults, training
+from driver.context import Ctx
+from driver.errors import DriverError
+from driver.state import atomic_write_json, now, read_json
+
+
+@dataclass
+class Arm:
+    name: str                 # "iter_0", "iter_3", "run_a", "run_b"
+    dir: Path
+    resume_step: int | None   # iter_0's final step, or None to start from base
+    package: str | None = None   # generated env package name
+    dataset: Path | None = None  # rows for the generated env
+    extra_train_envs: tuple = ()  # run B: the hub env's train block first
+
+    @property
+    def out(self) -> Path:
+        return self.dir / "prime_out"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "train.log"
+
+    def final_step(self, steps_per_run: int) -> int:
+        return (self.resume_step or 0) + steps_per_run
+
+
+def expected_eval_rows(ctx: Ctx) -> int:
+    return min(ctx.state.eval_examples, ctx.hub["eval_size"])
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+
+def install_env(ctx: Ctx, arm: Arm) -> dict:
+    """Write the generated package and cleanup-then-install it; record what was installed."""
+    marker = arm.dir / "env_installed.json"
+    expected = sum(1 for line in open(arm.dataset, encoding="utf-8") if line.strip())
+    sha = envs.file_sha256(arm.dataset)
+    if marker.exists():
+        done = read_json(marker)
+        if done.get("dataset_sha256") == sha and envs.count_rows(ctx.backend.python, arm.package) == expected:
+            return done
+    pkg_dir = envs.write_package(arm.dir, arm.package, ctx.hub, arm.dataset)
+    faults.point("install:package-written")
+    result = envs.install_generated(ctx.backend.python, pkg_dir, expected)
+    result["dataset_sha256"] = sha
+    atomic_write_json(marker, result)
+    ctx.say(f"[{arm.name}] installed {arm.package}: {result['rows']} rows")
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Training
+
+def prestage(ctx: Ctx, arm: Arm) -> None:
+    """Copy iter_0's four checkpoint trees for step F into this arm's output dir."""
+    f = arm.resume_step
+    src = ctx.iter_dir(0) / "prime_out"
+    trees = ctx.dialect.checkpoint_trees(src, f)
+    missing = [str(t) for t in trees if not t.exists()]
+    if missing:
+        raise DriverError(f"cannot resume {arm.name} from iter_0 step {f}: missing checkpoint "
+                          f"tree(s) {', '.join(missing)}. iter_0 must save a checkpoint at its "
+                          "final step; rerun iter_0 (delete iter_0/ and resume).")
+    for s, d in zip(trees, ctx.dialect.checkpoint_trees(arm.out, f)):
+        if d.exists():
+            continue
+        d.parent.mkdir(parents=True, exist_ok=True)
+        tmp = d.with_name(d.name + ".staging")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        shutil.copytree(s.resolve(), tmp, symlinks=False)
+        tmp.rename(d)  # a tree is either fully staged or absent
+
+
+def _set_aside(path: Path) -> None:
+    """Keep a failed attempt's files next to the new ones instead of deleting them."""
+    if path.exists():
+        k = 1
+        while path.with_name(f"{path.name}.failed-{k}").exists():
+            k += 1
+        path.rename(path.with_name(f"{path.name}.failed-{k}"))
+
+
+def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) -> None:
+    """Launch (once) and poll until the trainer ends. Re-attaches to a live trainer."""
+    st = ctx.state
+    final = arm.final_step(st.steps_per_run)
+    eval_file = ctx.dialect.eval_file(arm.out, final)
+    expected = expected_eval_rows(ctx)
+    done_marker = arm.dir / "train_done.json"
+    if done_marker.exists():
+        return
+    tp = st.trainer if (st.trainer and st.trainer.output_dir == str(arm.out)) else None
+    if tp is not None and not training.is_alive(tp):
+        tp = None
+    if tp is None:
+        tp = training.find_orphan(arm.out)
+    if tp is None:
+        finished_ok = (training.exit_status(arm.log) == 0
+                       and training.count_lines(eval_file) >= expected)
+        if not finished_ok:
+            if arm.log.exists():  # an earlier attempt ended badly: keep it aside, start clean
+                _retire_failed(ctx, arm)
+            if arm.resume_step is not None:
+                prestage(ctx, arm)
+            args = []
+            for p in config_paths:
+                args += ["@", str(p)]
+            args += overrides
+            faults.point("train:before-launch")
+            tp = training.launch(ctx.backend, args, arm.out, arm.log)
+            st.trainer = tp
+            ctx.save()
+            ctx.say(f"[{arm.name}] trainer launched (pid {tp.pid}); log: {arm.log}")
+            faults.point("train:after-launch")
+    elif st.trainer != tp:
+        st.trainer = tp
+        ctx.save()
+        ctx.say(f"[{arm.name}] re-attached to running trainer (pid {tp.pid})")
+
+    def tick(rows):
+        faults.point("train:poll")
+
+    res = training.poll(tp, arm.log, eval_file, expected, interval=ctx.poll_interval,
+                        cap_s=ctx.poll_cap_s, on_tick=tick)
+    if res.outcome == "timeout":
+        raise DriverError(f"[{arm.name}] {res.detail}; the trainer (pid {tp.pid if tp else '?'}) "
+                          "was left running and will not be relaunched. Check it, then "
+                          f"`driver resume {ctx.rd.path}` re-attaches to it.")
+    if res.outcome == "failed":
+        tail = training.log_tail(arm.log)
+        st.trainer = None
+        st.reason = f"{arm.name} training failed: {res.detail}"
+        ctx.save()
+        raise DriverError(f"[{arm.name}] training failed: {res.detail}. Log tail:\n{tail}\n"
+                          f"Fix the cause, then `driver resume {ctx.rd.path}` retrains this arm "
+                          "(the failed attempt's files are kept beside the new ones).")
+    atomic_write_json(done_marker, {"final_step": final, "eval_rows": res.eval_rows,
+                                    "end_ts": now()})
+    st.trainer = None
+    ctx.save()
+
+
+def _retire_failed(ctx: Ctx, arm: Arm) -> None:
+    for p in (arm.out, arm.log, training.rc_path(arm.log)):
+        _set_aside(p)
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation
+
+def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) -> dict:
+    """Aggregate the final eval (numbers only) into eval_summary.json and metrics.json."""
+    summary_path = arm.dir / "eval_summary.json"
+    final = arm.final_step(ctx.state.steps_per_run)
+    if summary_path.exists():
+        summary = read_json(summary_path)
+    else:
+        summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final))
+        summary.update(_train_reward(ctx, arm))
+        summary["checkpoint"] = str(ctx.dialect.checkpoint_trees(arm.out, final)[1].relative_to(ctx.rd.path))
+        summary["final_step"] = final
+        summary["rows"] = rows
+        summary.update(extra or {})
+        faults.point("evaluate:before-summary")
+        atomic_write_json(summary_path, summary)
+    faults.point("evaluate:after-summary")
+    return summary
+
+
+def _train_reward(ctx: Ctx, arm: Arm) -> dict:
+    """Mean train reward per step (the trajectory), from train rollouts."""
+    rdir = ctx.dialect.rollouts_dir(arm.out)
+    per_step = {}
+    for s in ctx.dialect.steps(rdir):
+        if s <= (arm.resume_step or 0) or not ctx.dialect.train_file(arm.out, s).exists():
+            continue
+        rewards = [float(r.get("reward", 0.0)) for r in ctx.dialect.train_rows(arm.out, s)]
+        if rewards:
+            per_step[str(s)] = sum(rewards) / len(rewards)
+    mean = sum(per_step.values()) / len(per_step) if per_step else None
+    return {"train_reward_mean": mean, "train_reward_by_step": per_step}
+
+
+def metrics_entry(name: str, summary: dict, **extra) -> dict:
+    keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
+            "checkpoint", "rows", "final_step")
+    entry = {k: summary.get(k) for k in keep if k in summary}
+    entry.update(extra)
+    return entry
+
+
+def dump(obj) -> str:
+    return json.dumps(obj, indent=2)

@@ -1,0 +1,211 @@
+"""Phase 3, one iteration: weakness -> dataset -> environment -> train -> evaluate.
+
+Every iteration resumes from iter_0's checkpoint (the anchor), never from base or iter_N-1.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from driver import envs, evaluation, faults, scratchpad, teachers
+from driver.context import Ctx
+from driver.errors import DriverError
+from driver.gates import dataset as gate
+from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
+from driver.state import atomic_write_json, read_json
+
+MAX_FAILURE_ROWS = 200
+GENERATOR_TIMEOUT_S = 600
+GENERATOR_MEMORY_BYTES = 4 * 1024 ** 3
+_SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+
+def arm_for(ctx: Ctx, n: int) -> Arm:
+    d = ctx.iter_dir(n)
+    return Arm(f"iter_{n}", d, resume_step=ctx.state.iter_0_step,
+               package=envs.package_name(ctx.state.dataset, f"iter_{n}"),
+               dataset=d / "dataset.jsonl")
+
+
+# --------------------------------------------------------------------------------------------
+# weakness: brief the teacher
+
+def _source_iteration(ctx: Ctx, n: int) -> int:
+    """The latest iteration before n that has train rollouts (a skipped one has none)."""
+    for k in range(n - 1, -1, -1):
+        out = ctx.iter_dir(k) / "prime_out"
+        if ctx.dialect.latest_train_step(out) is not None:
+            return k
+    raise DriverError("no train rollouts found in any earlier iteration")
+
+
+def write_failures(ctx: Ctx, n: int) -> tuple[Path, str]:
+    """Up to 200 lowest-reward rows of the latest train rollouts: the teacher's evidence."""
+    k = _source_iteration(ctx, n)
+    out = ctx.iter_dir(k) / "prime_out"
+    step = ctx.dialect.latest_train_step(out)
+    rows = sorted(ctx.dialect.train_rows(out, step), key=lambda r: float(r.get("reward", 0.0)))
+    rows = rows[:MAX_FAILURE_ROWS]
+    path = ctx.iter_dir(n) / "teacher_input" / "failures.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for r in rows:
+            keep = {k2: r.get(k2) for k2 in ("example_id", "prompt", "completion", "answer",
+                                             "info", "reward", "metrics", "is_truncated")}
+            f.write(json.dumps(keep) + "\n")
+    tmp.replace(path)
+    return path, f"train_step_{step}"
+
+
+def eval_accs(ctx: Ctx) -> dict:
+    return {f"iter_{m['iter']}": m["eval_acc"] for m in ctx.rd.load_metrics()["iters"]
+            if m.get("eval_acc") is not None}
+
+
+def weakness(ctx: Ctx, n: int) -> None:
+    d = ctx.iter_dir(n)
+    d.mkdir(parents=True, exist_ok=True)
+    if teachers.outputs_present(d):
+        return
+    failures, step = write_failures(ctx, n)
+    last_gate = read_json(d / "gate_report.json")["failures"] if (d / "gate_report.json").exists() else []
+    brief = teachers.Brief(
+        run_dir=ctx.rd.path, iter_dir=d, iteration=n, hub=ctx.hub, failures_path=failures,
+        failures_step=step, eval_accs=eval_accs(ctx),
+        prior_reports=[ctx.iter_dir(k) / "weakness_report.md" for k in range(1, n)
+                       if (ctx.iter_dir(k) / "weakness_report.md").exists()],
+        last_gate=last_gate, seed=ctx.state.seed,
+        attempt=read_json(d / "attempts.json")["attempts"] if (d / "attempts.json").exists() else 0)
+    faults.point("weakness:before-teacher")
+    teachers.get(ctx.state.teacher).teach(brief)
+    scratchpad.render(ctx)
+
+
+# --------------------------------------------------------------------------------------------
+# dataset: run the generator, gate its rows
+
+def scrubbed_env() -> dict:
+    """The generator's environment: no API keys or tokens."""
+    env = {k: v for k, v in os.environ.items()
+           if not any(h in k.upper() for h in _SECRET_HINTS) and not k.startswith("DRIVER_FAULT")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (GENERATOR_MEMORY_BYTES, GENERATOR_MEMORY_BYTES))
+
+
+def run_generator(iter_dir: Path, timeout: float = GENERATOR_TIMEOUT_S) -> dict:
+    """Run gen_dataset.py in its own directory with a time and a memory limit. Only the script
+    writes dataset.jsonl: any stale file is removed first, and both hashes are recorded."""
+    script = iter_dir / "gen_dataset.py"
+    out = iter_dir / "dataset.jsonl"
+    if out.exists():
+        out.unlink()
+    log = iter_dir / "gen_dataset.log"
+    with open(log, "w") as f:
+        try:
+            r = subprocess.run([sys.executable, script.name], cwd=iter_dir, stdout=f,
+                               stderr=subprocess.STDOUT, timeout=timeout, env=scrubbed_env(),
+                               preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "reason": f"generator timed out after {timeout:.0f}s"}
+    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
+    if r.returncode != 0:
+        return {"ok": False, "reason": f"generator exited {r.returncode}:\n{tail}"}
+    if not out.exists():
+        return {"ok": False, "reason": "generator finished without writing dataset.jsonl"}
+    return {"ok": True, "script_sha256": envs.file_sha256(script),
+            "dataset_sha256": envs.file_sha256(out)}
+
+
+def dataset(ctx: Ctx, n: int) -> str:
+    """Returns "ok", "retry" (back to the teacher with the gate's lines) or "skip"."""
+    d = ctx.iter_dir(n)
+    record = d / "dataset_record.json"
+    if record.exists() and (d / "dataset.jsonl").exists() and \
+            read_json(record).get("dataset_sha256") == envs.file_sha256(d / "dataset.jsonl"):
+        return "ok"
+    faults.point("dataset:before-generator")
+    run = run_generator(d)
+    faults.point("dataset:after-generator")
+    failures: list[str]
+    if run["ok"]:
+        weakness_json = read_json(d / "weakness.json")
+        prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
+                 if (ctx.iter_dir(k) / "dataset_record.json").exists()]
+        report = gate.check(d / "dataset.jsonl", weakness_json, prior)
+        failures = report.failures()
+        atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures})
+        if report.passed:
+            atomic_write_json(record, {**run, "rows": report.rows})
+            ctx.say(f"[iter_{n}] dataset: {report.rows} rows, gate passed")
+            return "ok"
+    else:
+        failures = [f"generator: {run['reason']}"]
+        atomic_write_json(d / "gate_report.json", {"passed": False, "failures": failures})
+    attempts_path = d / "attempts.json"
+    attempts = (read_json(attempts_path)["attempts"] if attempts_path.exists() else 0) + 1
+    atomic_write_json(attempts_path, {"attempts": attempts})
+    ctx.say(f"[iter_{n}] dataset rejected (attempt {attempts}/{ctx.state.teacher_retries}): "
+            + "; ".join(failures[:4]))
+    # hand back to the teacher: its outputs are set aside so it writes them again
+    for name in teachers.OUTPUTS:
+        p = d / name
+        if p.exists():
+            p.rename(d / f"{name}.rejected-{attempts}")
+    if attempts >= ctx.state.teacher_retries:
+        atomic_write_json(d / "skipped.json", {"reason": "no dataset passed the gate",
+                                               "failures": failures, "attempts": attempts})
+        return "skip"
+    return "retry"
+
+
+# --------------------------------------------------------------------------------------------
+# environment, train, evaluate
+
+def environment(ctx: Ctx, n: int) -> None:
+    install_env(ctx, arm_for(ctx, n))
+
+
+def train_iteration(ctx: Ctx, n: int) -> None:
+    arm = arm_for(ctx, n)
+    cfg = arm.dir / "rl.toml"
+    if not cfg.exists():
+        text = ctx.dialect.render_run(
+            arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
+            hub=ctx.hub, knobs=ctx.knobs,
+            train_envs=[ctx.dialect.train_env_block(arm.package)], resume_step=arm.resume_step)
+        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
+        from driver.state import atomic_write_text
+        atomic_write_text(cfg, text)
+    train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
+
+
+def evaluate_iteration(ctx: Ctx, n: int) -> None:
+    arm = arm_for(ctx, n)
+    rows = read_json(arm.dir / "dataset_record.json")["rows"]
+    summary = eval_arm(ctx, arm, rows=rows)
+    metrics = {m["iter"]: m for m in ctx.rd.load_metrics()["iters"]}
+    iter0 = metrics.get(0, {}).get("eval_acc")
+    prev = next((metrics[k]["eval_acc"] for k in range(n - 1, -1, -1)
+                 if k in metrics and metrics[k].get("eval_acc") is not None), None)
+    ctx.rd.upsert_metric("iters", "iter", metrics_entry(
+        arm.name, summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
+        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0)))
+    faults.point("evaluate:after-metrics")
+    scratchpad.render(ctx)
+
+
+def record_skip(ctx: Ctx, n: int) -> None:
+    reason = read_json(ctx.iter_dir(n) / "skipped.json")
+    ctx.rd.upsert_metric("iters", "iter", {"iter": n, "skipped": True,
+                                           "reason": reason["reason"],
+                                           "failures": reason["failures"][:10]})
+    scratchpad.render(ctx)

@@ -1,0 +1,75 @@
+"""scratchpad.md, rendered whole from what is on disk each time it changes.
+
+The teacher's pre-iteration entries (iter_N/scratchpad_entry.md) and the measured results are
+the sources; rendering from them makes every update idempotent, so a resumed run never appends
+an entry twice.
+"""
+from __future__ import annotations
+
+import re
+
+from driver.state import atomic_write_text, read_json
+
+_RESULTS = re.compile(r"(###\s*\(5\)\s*Results\s*\n)(.*)\Z", re.S)
+
+
+def _trajectory(summary: dict, buckets: int = 5) -> str:
+    by_step = summary.get("train_reward_by_step") or {}
+    if not by_step:
+        return "no train rollouts"
+    steps = sorted(by_step, key=int)
+    size = max(1, len(steps) // buckets)
+    parts = []
+    for i in range(0, len(steps), size):
+        chunk = steps[i:i + size]
+        mean = sum(by_step[s] for s in chunk) / len(chunk)
+        parts.append(f"steps {chunk[0]}-{chunk[-1]}: {mean:.3f}")
+    return "; ".join(parts)
+
+
+def _results(metric: dict, summary: dict | None) -> str:
+    if metric.get("skipped"):
+        return f"skipped: {metric.get('reason')}\n"
+    if summary is None:
+        return "pending\n"
+    lines = [f"- eval_acc: {summary['eval_acc']:.4f} (n={summary['n_eval']})"]
+    if metric.get("delta_vs_prev") is not None:
+        lines.append(f"- delta vs previous: {metric['delta_vs_prev']:+.4f}; verdict: {metric.get('verdict')}")
+    lines.append(f"- train reward trajectory: {_trajectory(summary)}")
+    return "\n".join(lines) + "\n"
+
+
+def render(ctx, final_table: str | None = None) -> None:
+    st, rd = ctx.state, ctx.rd
+    out = [f"# Scratchpad — {st.dataset}",
+           f"model {st.model} · backend {st.backend} · teacher {st.teacher} · budget "
+           f"{st.budget_seconds:.0f}s · max_iters {st.max_iters} · batch {st.batch_size} · seed {st.seed}",
+           ""]
+    metrics = {m["iter"]: m for m in rd.load_metrics()["iters"]}
+    s0 = ctx.iter_dir(0) / "eval_summary.json"
+    if s0.exists():
+        s = read_json(s0)
+        out += ["## Iteration 0 — baseline",
+                f"Source: {'inherited via --init-from' if s.get('source') == 'init-from' else 'trained on the hub env'}",
+                f"- eval_acc: {s['eval_acc']:.4f}" + (f" (n={s['n_eval']})" if "n_eval" in s else ""),
+                f"- train reward trajectory: {_trajectory(s)}", ""]
+    n = 1
+    while ctx.iter_dir(n).exists():
+        d = ctx.iter_dir(n)
+        entry_path = d / "scratchpad_entry.md"
+        if entry_path.exists():
+            entry = entry_path.read_text()
+            summary = read_json(d / "eval_summary.json") if (d / "eval_summary.json").exists() else None
+            results = _results(metrics.get(n, {}), summary)
+            entry = _RESULTS.sub(lambda m: m.group(1) + results, entry) if _RESULTS.search(entry) \
+                else entry + "\n### (5) Results\n" + results
+            out += [entry.rstrip(), ""]
+        elif n in metrics and metrics[n].get("skipped"):
+            out += [f"## Iteration {n}", _results(metrics[n], None)]
+        n += 1
+    if final_table:
+        out += [f"## Final summary — {st.status}", "```", final_table, "```"]
+        if st.phase4_errors:
+            out += ["Control-run errors:"] + [f"- {e}" for e in st.phase4_errors]
+        out.append("")
+    atomic_write_text(rd.scratchpad, "\n".join(out) + "\n")

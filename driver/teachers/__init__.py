@@ -1,0 +1,49 @@
+"""Teachers: who writes the weakness report and the generator.
+
+One contract. For iteration N a teacher gets a `Brief` (the run directory, the iteration
+directory, hub_env.json, up to 200 lowest-reward *train* rollout rows, prior reports, eval
+accuracies as numbers, the gate's last verdict) and leaves in the iteration directory:
+`weakness_report.md`, `weakness.json`, `gen_dataset.py` and `scratchpad_entry.md`.
+Nothing a teacher receives comes from an eval rollout row.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OUTPUTS = ("weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md")
+
+
+@dataclass
+class Brief:
+    run_dir: Path
+    iter_dir: Path
+    iteration: int
+    hub: dict
+    failures_path: Path           # JSONL of train rollout rows, lowest reward first
+    failures_step: str            # "train_step_<S>" of the rollouts read
+    eval_accs: dict               # {"iter_0": 0.41, ...}: numbers only
+    prior_reports: list[Path] = field(default_factory=list)
+    last_gate: list[str] = field(default_factory=list)
+    seed: int = 0
+    attempt: int = 0              # earlier gate rejections in this iteration
+
+    def failures(self) -> list[dict]:
+        with open(self.failures_path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+def outputs_present(iter_dir: Path) -> bool:
+    return all((Path(iter_dir) / name).exists() for name in OUTPUTS)
+
+
+def get(name: str):
+    from driver.teachers import agent, builtin
+
+    teachers = {"agent": agent.AgentTeacher, "builtin": builtin.BuiltinTeacher}
+    if name not in teachers:
+        from driver.errors import UsageError
+
+        raise UsageError(f"unknown teacher {name!r}; choose one of {', '.join(teachers)}")
+    return teachers[name]()

@@ -1,0 +1,21 @@
+"""The agent teacher: brief a coding agent in iter_N/TEACHER.md and stop with exit code 3."""
+from __future__ import annotations
+
+from driver import resources
+from driver.errors import WaitingForTeacher
+from driver.state import atomic_write_text
+from driver.teachers import OUTPUTS, Brief, outputs_present
+
+
+class AgentTeacher:
+    name = "agent"
+
+    def teach(self, brief: Brief) -> None:
+        if outputs_present(brief.iter_dir):
+            return
+        text = resources.jinja().get_template("teacher_brief.md.j2").render(
+            b=brief, outputs=OUTPUTS, hub=brief.hub,
+            prior=[str(p) for p in brief.prior_reports])
+        path = brief.iter_dir / "TEACHER.md"
+        atomic_write_text(path, text)
+        raise WaitingForTeacher(path)

@@ -1,0 +1,164 @@
+"""The built-in teacher: deterministic, no LLM.
+
+The weakness analysis is computed from train rollouts alone: reward by completion-length
+quartile, and failure rates by structural features of the problem. The dataset comes from the
+hub env's family generator. An environment without one needs the agent or the LLM teacher: this
+teacher says so rather than weaken the gate.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+
+from driver.errors import DriverError
+from driver.state import atomic_write_json, atomic_write_text
+from driver.teachers import Brief, outputs_present
+
+TARGET_ROWS = 600
+
+
+def _completion_text(row: dict) -> str:
+    comp = row.get("completion")
+    if isinstance(comp, str):
+        return comp
+    return " ".join(str(m.get("content", "")) for m in comp or [] if isinstance(m, dict))
+
+
+def length_quartiles(rows: list[dict]) -> list[float | None]:
+    """Mean reward per completion-length quartile (shortest first)."""
+    if not rows:
+        return [None] * 4
+    ranked = sorted(rows, key=lambda r: len(_completion_text(r)))
+    q = max(1, len(ranked) // 4)
+    chunks = [ranked[i * q:(i + 1) * q] if i < 3 else ranked[3 * q:] for i in range(4)]
+    return [round(statistics.fmean(float(r.get("reward", 0)) for r in c), 4) if c else None
+            for c in chunks]
+
+
+def allocate(severities: dict[str, float], total: int = TARGET_ROWS, floor: float = 0.04) -> dict[str, int]:
+    """Rows per bucket proportional to severity, every bucket at least `floor` of the total."""
+    keys = list(severities)
+    base = {k: max(severities[k], 1e-6) for k in keys}
+    s = sum(base.values())
+    alloc = {k: max(int(total * floor), round(total * base[k] / s)) for k in keys}
+    # trim or pad the largest bucket so the total is exact
+    biggest = max(alloc, key=alloc.get)
+    alloc[biggest] += total - sum(alloc.values())
+    return alloc
+
+
+class BuiltinTeacher:
+    name = "builtin"
+
+    def teach(self, brief: Brief) -> None:
+        if outputs_present(brief.iter_dir):
+            return
+        family = brief.hub.get("env_id", "").split("/")[-1].replace("-", "_")
+        if family != "stock_arithmetic":
+            raise DriverError(
+                f"the built-in teacher has no family generator for '{family}', and replaying hub "
+                "train rows cannot pass the gate's skeleton and diversity pillars honestly. Use "
+                "--teacher agent (a coding agent writes the generator) for this environment.",
+                exit_code=2)
+        self._stock(brief)
+
+    # ---- StockArithmetic ---------------------------------------------------------------------
+    def _stock(self, brief: Brief) -> None:
+        from generators import stock_arithmetic as fam
+
+        rows = brief.failures()
+        failed = [r for r in rows if float(r.get("reward", 0)) < 0.5]
+        probs = [(r, (r.get("info") or {}).get("problem")) for r in rows]
+        probs = [(r, p) for r, p in probs if isinstance(p, dict) and fam.valid(p)]
+        # failure rate of each bucket's structure among the rollouts read (+1 smoothing)
+        severity = {}
+        for key, constraint in fam.BUCKETS.items():
+            hits = [r for r, p in probs if constraint(p)]
+            fails = [r for r in hits if float(r.get("reward", 0)) < 0.5]
+            severity[key] = (len(fails) + 1) / (len(hits) + 2)
+        domains = {}
+        for (d, s), sev in severity.items():
+            domains.setdefault(d, []).append((s, sev))
+        ranked = sorted(domains.items(), key=lambda kv: -max(v for _, v in kv[1]))
+
+        def level(v):
+            return "high" if v >= 0.6 else "med" if v >= 0.3 else "low"
+
+        alloc = allocate({f"{d} / {s}": v for (d, s), v in severity.items()})
+        quart = length_quartiles(rows)
+        prev = brief.eval_accs.get(f"iter_{brief.iteration - 1}", brief.eval_accs.get("iter_0"))
+        weakness = {
+            "prev_eval_acc": prev,
+            "reward_by_length_quartile": quart,
+            "domains": [{
+                "name": d, "severity": level(max(v for _, v in subs)),
+                "evidence": (f"{sum(1 for r, p in probs if any(fam.BUCKETS[(d, s)](p) for s, _ in subs) and float(r.get('reward', 0)) < 0.5)} "
+                             f"failed train rollouts share this structure"),
+                "sub_domains": [{"name": s, "failure_rate": round(v, 3)} for s, v in subs],
+            } for d, subs in ranked],
+            "allocations": alloc,
+            "structural_features": [{"name": k, "definition": v}
+                                    for k, v in fam.FEATURE_DEFINITIONS.items()],
+        }
+        skeletons = [{"source": f"{brief.failures_step}_idx_{i}", "problem": p}
+                     for i, (r, p) in enumerate(probs) if float(r.get("reward", 0)) < 0.5]
+        d = brief.iter_dir
+        atomic_write_json(d / "weakness.json", weakness)
+        atomic_write_json(d / "skeletons.json", skeletons)
+        atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), len(failed)))
+        atomic_write_text(d / "gen_dataset.py", GEN_SCRIPT.format(
+            seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
+            prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
+            env_id=brief.hub["env_id"],
+            env_args=json.dumps(brief.hub.get("env_args") or {})))
+        atomic_write_text(d / "scratchpad_entry.md", self._entry(brief, weakness, len(rows), len(failed)))
+
+    def _report(self, brief: Brief, w: dict, n: int, n_failed: int) -> str:
+        lines = [f"# Weakness report — iteration {brief.iteration}", "",
+                 f"- Eval accuracy of the previous iteration: {w['prev_eval_acc']}",
+                 f"- Train rollouts read: {n} (lowest reward first), failed: {n_failed}",
+                 f"- Reward by completion-length quartile (short→long): {w['reward_by_length_quartile']}",
+                 "", "## Domains (by severity)"]
+        for dom in w["domains"]:
+            lines.append(f"- **{dom['name']}** ({dom['severity']}): {dom['evidence']}")
+            for s in dom["sub_domains"]:
+                lines.append(f"  - {s['name']}: failure rate {s['failure_rate']}")
+        lines += ["", "## Bucket allocations"]
+        lines += [f"- {k}: {v}" for k, v in w["allocations"].items()]
+        lines += ["", "## structural_features"]
+        lines += [f"- {f['name']}: {f['definition']}" for f in w["structural_features"]]
+        return "\n".join(lines) + "\n"
+
+    def _entry(self, brief: Brief, w: dict, n: int, n_failed: int) -> str:
+        top = w["domains"][0]
+        return "\n".join([
+            f"## Iteration {brief.iteration} — built-in teacher",
+            "### (1) Understanding from traces",
+            f"{n_failed} of {n} train rollouts read failed; the most severe structure is "
+            f"'{top['name']}' ({top['severity']}). Reward by length quartile: "
+            f"{w['reward_by_length_quartile']}.",
+            "### (2) Buckets and target counts",
+            *[f"- {k}: {v}" for k, v in w["allocations"].items()],
+            "### (3) Plan for the data",
+            "StockArithmetic family generator: cover stories, interleaved order, distractor "
+            "numbers, carries and borrows; 40% skeleton paraphrases of failed train problems.",
+            "### (4) Hyperparameter / reward changes",
+            "None: the hub rubric is mirrored as is; no auxiliary reward.",
+            "### (5) Results",
+            "pending",
+        ]) + "\n"
+
+
+GEN_SCRIPT = '''"""Generator for this iteration (written by the built-in teacher). Run from this directory."""
+import json
+
+from generators import cold_read, round_trip
+from generators.stock_arithmetic import generate
+
+weakness = json.load(open("weakness.json"))
+skeletons = json.load(open("skeletons.json"))
+rows = generate(weakness, skeletons, out="dataset.jsonl", seed={seed}, prior={prior!r})
+round_trip({env_id!r}, rows, env_args=json.loads({env_args!r}))
+print(cold_read(rows))
+print(f"wrote {{len(rows)}} rows")
+'''

@@ -1,0 +1,136 @@
+"""Launch a trainer detached and poll it on file and process signals.
+
+The trainer runs in its own session (so killing the driver never kills it) under a tiny shell
+wrapper that records its exit status in a file: a driver that re-attaches after a crash still
+learns how the trainer ended. Polling never reads the log: it watches the expected eval file's
+row count and the process, with a hard cap. A poll timeout never relaunches.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from driver.backends import Backend
+from driver.state import TrainerProcess, now
+
+DEFAULT_POLL_CAP_S = 2 * 60 * 60
+
+# "$@" keeps every argument a separate word: nothing is interpolated into shell text.
+_WRAPPER = 'rc_file="$1"; log_file="$2"; shift 2; "$@" >"$log_file" 2>&1; echo $? >"$rc_file"'
+
+
+def rc_path(log: Path) -> Path:
+    return Path(log).with_suffix(".rc")
+
+
+def launch(backend: Backend, args: list[str], output_dir: Path, log: Path) -> TrainerProcess:
+    log = Path(log)
+    rc = rc_path(log)
+    if rc.exists():
+        rc.unlink()
+    cmd = ["/bin/sh", "-c", _WRAPPER, "rl-wrapper", str(rc), str(log), *backend.command, *args]
+    proc = subprocess.Popen(cmd, cwd=backend.cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    create_time = psutil.Process(proc.pid).create_time()
+    return TrainerProcess(pid=proc.pid, create_time=create_time, output_dir=str(output_dir),
+                          config_paths=[a for a in args if a.endswith(".toml")],
+                          launched_ts=now())
+
+
+def is_alive(tp: TrainerProcess) -> bool:
+    """Same pid and same create time: a recycled pid is not our trainer."""
+    try:
+        p = psutil.Process(tp.pid)
+        if abs(p.create_time() - tp.create_time) > 0.01:
+            return False
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def find_orphan(output_dir: Path) -> TrainerProcess | None:
+    """A trainer launched for this output dir whose pid was never recorded (the driver died
+    between launch and saving run.json). Found by its command line, never by its log."""
+    needle = str(output_dir)
+    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        cmdline = p.info.get("cmdline") or []
+        if cmdline[:3] == ["/bin/sh", "-c", _WRAPPER] and needle in cmdline:
+            return TrainerProcess(pid=p.info["pid"], create_time=p.info["create_time"],
+                                  output_dir=needle, config_paths=[], launched_ts=now())
+    return None
+
+
+def reap(tp: TrainerProcess) -> None:
+    """Collect the wrapper if it is our child, so it does not linger as a zombie."""
+    try:
+        os.waitpid(tp.pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def count_lines(path: Path) -> int:
+    try:
+        with open(path, "rb") as f:
+            return sum(1 for line in f if line.strip())
+    except FileNotFoundError:
+        return 0
+
+
+@dataclass
+class PollResult:
+    outcome: str          # "done" | "failed" | "timeout"
+    returncode: int | None
+    eval_rows: int
+    detail: str = ""
+
+
+def exit_status(log: Path) -> int | None:
+    try:
+        return int(rc_path(log).read_text().strip())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
+         interval: float = 5.0, cap_s: float = DEFAULT_POLL_CAP_S, on_tick=None) -> PollResult:
+    """Wait until the trainer has exited (status file written) or the cap is reached.
+
+    Done means exit status 0 and a complete eval file. The eval file filling up first is not
+    enough on its own: the trainer may still be writing checkpoints after its final eval.
+    """
+    start = time.monotonic()
+    while True:
+        if tp is not None:
+            reap(tp)
+        rows = count_lines(eval_file)
+        rc = exit_status(log)
+        alive = tp is not None and is_alive(tp)
+        if rc is not None or not alive:
+            rc = exit_status(log)
+            if rc == 0 and rows >= expected_rows:
+                return PollResult("done", rc, rows)
+            if rc == 0:
+                return PollResult("failed", rc, rows,
+                                  f"trainer exited 0 but the eval file has {rows}/{expected_rows} rows")
+            if rc is None and rows >= expected_rows:
+                # Exited without writing its status (killed hard) after a complete eval.
+                return PollResult("failed", None, rows, "trainer vanished without an exit status")
+            return PollResult("failed", rc, rows, f"trainer exited with status {rc}")
+        if time.monotonic() - start >= cap_s:
+            return PollResult("timeout", None, rows, f"no completion after {cap_s:.0f}s")
+        if on_tick:
+            on_tick(rows)
+        time.sleep(interval)
+
+
+def log_tail(log: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(Path(log).read_text(errors="replace").splitlines()[-n:])
+    except FileNotFoundError:
+        return "(no log)"

@@ -1,0 +1,9 @@
+"""The library that generator scripts (iter_N/gen_dataset.py) import.
+
+Rows are written by code, never typed by hand: a generator defines templates (one per
+(domain, sub_domain)), a solver computes every answer, and a round-trip check scores each
+template's reference reasoning with the hub env's own rubric before anything is written.
+"""
+from generators.core import RowWriter, round_trip, cold_read, seeded_rng
+
+__all__ = ["RowWriter", "round_trip", "cold_read", "seeded_rng"]

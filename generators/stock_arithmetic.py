@@ -1,0 +1,256 @@
+"""Family generator for StockArithmetic-v1.
+
+Every row is a valid StockArithmetic problem (one initial stock, two deliveries, two
+withdrawals, no negative intermediate stock), so the hub env's own verifier scores it. Its
+structural features are computed from the problem, never declared; its choices come from the
+weakness analysis of train rollouts (which buckets, how many rows, which failed skeletons to
+paraphrase) and from the diversity pillar. The test split is never an input.
+"""
+from __future__ import annotations
+
+import json
+import random
+
+from generators.core import RowWriter, clone_key, prior_clone_keys
+
+MAX_OPERAND = 50  # the train split's range, read from train rows by the teacher
+
+# ---------------------------------------------------------------------------------------------
+# Structure
+
+
+def solve(p: dict) -> int:
+    return p["initial"] + sum(p["deliveries"]) - sum(p["withdrawals"])
+
+
+def running(p: dict) -> list[int]:
+    stock, out = p["initial"], [p["initial"]]
+    for v in p["deliveries"]:
+        stock += v
+        out.append(stock)
+    for v in p["withdrawals"]:
+        stock -= v
+        out.append(stock)
+    return out
+
+
+def valid(p: dict) -> bool:
+    ops = [p["initial"], *p["deliveries"], *p["withdrawals"]]
+    return all(0 <= v <= 100 for v in ops) and min(running(p)) >= 0
+
+
+def carries(p: dict) -> int:
+    s = running(p)
+    return sum(1 for a, v in zip(s[:2], p["deliveries"]) if (a % 10) + (v % 10) >= 10)
+
+
+def borrows(p: dict) -> int:
+    s = running(p)
+    return sum(1 for a, v in zip(s[2:4], p["withdrawals"]) if (a % 10) < (v % 10))
+
+
+def features(p: dict, distractor: bool, interleaved: bool) -> list[str]:
+    f = []
+    if carries(p):
+        f.append("carry")
+    if borrows(p):
+        f.append("borrow")
+    if max(running(p)) >= 100:
+        f.append("three_digit_total")
+    if solve(p) <= 9:
+        f.append("near_zero_result")
+    if distractor:
+        f.append("distractor_numbers")
+    if interleaved:
+        f.append("interleaved_order")
+    return f
+
+
+FEATURE_DEFINITIONS = {
+    "carry": "a delivery pushes the running stock across a tens boundary",
+    "borrow": "a withdrawal needs a borrow from the tens digit",
+    "three_digit_total": "the running stock reaches 100 or more",
+    "near_zero_result": "the final stock is below 10",
+    "distractor_numbers": "the story contains numbers that are not stock movements",
+    "interleaved_order": "the story mentions movements out of chronological order",
+}
+
+
+def depth(p: dict) -> int:
+    """Reasoning depth: the number of steps that cross a tens boundary (carries + borrows)."""
+    return carries(p) + borrows(p)
+
+
+def difficulty(feats: list[str]) -> str:
+    return "hard" if len(feats) >= 3 else "medium" if len(feats) == 2 else "easy"
+
+
+# Each bucket is a constraint on the problem's structure.
+BUCKETS = {
+    ("carry-heavy deliveries", "double carry sums"): lambda p: carries(p) == 2,
+    ("carry-heavy deliveries", "carry past one hundred"): lambda p: carries(p) >= 1 and max(running(p)) >= 100,
+    ("borrow-heavy withdrawals", "double borrow withdrawals"): lambda p: borrows(p) == 2,
+    ("borrow-heavy withdrawals", "withdrawal to near zero"): lambda p: borrows(p) >= 1 and solve(p) <= 9,
+    ("long running totals", "large intermediate stock"): lambda p: max(running(p)) >= 90,
+    ("long running totals", "mixed carry and borrow"): lambda p: carries(p) >= 1 and borrows(p) >= 1,
+}
+
+
+def sample_problem(rng: random.Random, hi: int = MAX_OPERAND) -> dict:
+    initial = rng.randint(0, hi)
+    deliveries = [rng.randint(0, hi) for _ in range(2)]
+    available = initial + sum(deliveries)
+    first = rng.randint(0, min(hi, available))
+    second = rng.randint(0, min(hi, available - first))
+    return {"initial": initial, "deliveries": deliveries, "withdrawals": [first, second]}
+
+
+def perturb(p: dict, rng: random.Random, hi: int = MAX_OPERAND) -> dict:
+    """A skeleton paraphrase keeps the failed problem's shape and moves every number a little."""
+    def nudge(v):
+        return min(hi, max(0, v + rng.choice([-1, 1]) * rng.randint(1, 6)))
+    return {"initial": nudge(p["initial"]), "deliveries": [nudge(v) for v in p["deliveries"]],
+            "withdrawals": [nudge(v) for v in p["withdrawals"]]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Surface
+
+NAMES = ["Amara", "Bruno", "Chen", "Dalia", "Emeka", "Farah", "Goran", "Hana", "Ilse", "Jonas",
+         "Keiko", "Luca", "Mira", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tariq"]
+PLACES = ["a seed bank", "a ferry kiosk", "a field hospital", "a bike co-op", "a school canteen",
+          "a theatre prop room", "a mountain hut", "a harbour chandlery", "a print shop",
+          "a repair cafe", "a tram depot", "a community fridge"]
+ITEMS = ["jars of honey", "coils of rope", "boxes of chalk", "bike tubes", "tins of paint",
+         "rolls of tape", "lanterns", "sacks of flour", "ink cartridges", "pairs of gloves",
+         "bottles of water", "crates of apples"]
+OPENERS = [
+    "{name} runs {place} and counts {n0} {item} on the shelf before opening.",
+    "At dawn the ledger at {place} shows {n0} {item}.",
+    "{place_cap} begins the week holding {n0} {item}, according to {name}.",
+    "Inventory check at {place}: {n0} {item} on hand.",
+    "When {name} unlocks {place}, there are {n0} {item} in storage.",
+    "The morning count at {place} comes to {n0} {item}.",
+]
+DELIVERIES = [
+    "A supplier drops off {a} {item}; later a second van brings {b}.",
+    "Two deliveries arrive: first {a} {item}, then {b} more.",
+    "{name} signs for {a} {item} at noon and another {b} in the afternoon.",
+    "Restocking adds {a} {item}, and a late shipment adds {b}.",
+    "First {a} {item} come in by cart, then {b} by truck.",
+]
+WITHDRAWALS = [
+    "Customers take {c} {item}, and a volunteer later removes {d}.",
+    "{name} hands out {c} {item}, then ships {d} to another site.",
+    "Orders use up {c} {item}; a final order takes {d}.",
+    "First {c} {item} leave the shelf, then {d} more are sent away.",
+    "A school group collects {c} {item}, and a neighbour borrows {d}.",
+]
+INTERLEAVED = [
+    "During the day, {c} {item} go out only after {a} arrive; once {b} more arrive, a further {d} go out.",
+    "{name} notes that {a} {item} were delivered before {c} left, and that {b} came in before the last {d} left.",
+]
+DISTRACTORS = [
+    "The shelf has {x} hooks, none of which hold {item}.",
+    "{name} has worked there for {x} years.",
+    "The door code is {x}{y}.",
+    "It rained for {x} minutes at lunch.",
+    "A sign promises delivery within {x} days.",
+    "Last month {x} visitors came by on a single Saturday.",
+]
+QUESTIONS = [
+    "How many {item} are left at closing?",
+    "What is the stock of {item} at the end of the day?",
+    "How many {item} should the closing ledger show?",
+    "Give the final number of {item} in stock.",
+]
+
+
+def render(p: dict, rng: random.Random, distractor: bool, interleaved: bool) -> str:
+    name, place, item = rng.choice(NAMES), rng.choice(PLACES), rng.choice(ITEMS)
+    fill = {"name": name, "place": place, "place_cap": place[0].upper() + place[1:], "item": item,
+            "n0": p["initial"], "a": p["deliveries"][0], "b": p["deliveries"][1],
+            "c": p["withdrawals"][0], "d": p["withdrawals"][1],
+            "x": rng.randint(2, 60), "y": rng.randint(10, 99)}
+    parts = [rng.choice(OPENERS)]
+    if interleaved:
+        parts.append(rng.choice(INTERLEAVED))
+    else:
+        parts += [rng.choice(DELIVERIES), rng.choice(WITHDRAWALS)]
+    if distractor:
+        parts.insert(rng.randint(1, len(parts)), rng.choice(DISTRACTORS))
+    parts.append(rng.choice(QUESTIONS))
+    return " ".join(s.format(**fill) for s in parts)
+
+
+def reference_completion(p: dict) -> str:
+    s = running(p)
+    steps = [str(s[0])] + [f"+{v}={t}" for v, t in zip(p["deliveries"], s[1:3])] + \
+        [f"-{v}={t}" for v, t in zip(p["withdrawals"], s[3:5])]
+    return "<think>" + " ".join(steps) + "</think>" + json.dumps({"final_stock": solve(p)})
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation
+
+DIFFICULTY_MIX = [("hard", 0.5), ("medium", 0.35), ("easy", 0.15)]
+
+
+MAX_DEPTH_SHARE = 0.6  # the gate allows 0.7; stay clear of it
+
+
+def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", seed: int = 0,
+             skeleton_share: float = 0.4, prior: list[str] = ()) -> list[dict]:
+    """Write rows for the weakness report's bucket allocations. `skeletons` are failed train
+    problems: {"source": "train_step_S_idx_I", "problem": {...}}; `prior` are earlier
+    iterations' datasets, whose clones are avoided."""
+    rng = random.Random(seed)
+    writer = RowWriter(out)
+    seen: set = prior_clone_keys(prior)
+    usable = [s for s in skeletons if valid(s["problem"])]
+    for dom in weakness["domains"]:
+        for sub in dom["sub_domains"]:
+            key = (dom["name"], sub["name"])
+            constraint = BUCKETS.get(key)
+            if constraint is None:
+                raise ValueError(f"no template for bucket {key}; add one to generators.stock_arithmetic")
+            target = weakness["allocations"][f"{key[0]} / {key[1]}"]
+            made = 0
+            attempts = 0
+            depth_counts: dict[int, int] = {}
+            while made < target:
+                attempts += 1
+                if attempts > target * 5000:
+                    raise RuntimeError(f"template {key} cannot reach {target} rows")
+                want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
+                use_skeleton = usable and rng.random() < skeleton_share
+                if use_skeleton:
+                    sk = rng.choice(usable)
+                    p, source = perturb(sk["problem"], rng), f"skeleton:{sk['source']}"
+                else:
+                    p, source = sample_problem(rng), f"template:{key[1]}"
+                if not valid(p) or not constraint(p):
+                    continue
+                distractor = rng.random() < 0.45
+                interleaved = rng.random() < 0.3
+                feats = features(p, distractor, interleaved)
+                if difficulty(feats) != want or len(feats) < 2 and want != "easy":
+                    continue
+                dp = depth(p)
+                if made >= 10 and (depth_counts.get(dp, 0) + 1) / (made + 1) > MAX_DEPTH_SHARE:
+                    continue
+                question = render(p, rng, distractor, interleaved)
+                key_ = clone_key(question)
+                if key_ in seen:
+                    continue
+                seen.add(key_)
+                depth_counts[dp] = depth_counts.get(dp, 0) + 1
+                writer.add(question, str(solve(p)), {
+                    "domain": key[0], "sub_domain": key[1], "difficulty": want,
+                    "structural_features": feats, "source": source,
+                    "reasoning": reference_completion(p), "reasoning_depth": dp,
+                    "problem": p,
+                })
+                made += 1
+    writer.write()
+    return writer.rows

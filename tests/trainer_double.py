@@ -1,0 +1,160 @@
+"""A test double of prime-rl's classic `rl` entrypoint (used only by tests and the demo).
+
+It speaks the same contract: `rl @ a.toml @ b.toml --max-steps N --output-dir X ...` with
+prime-rl's composition (later files and CLI flags win, tables deep-merge, lists are replaced
+whole), requires [trainer] and [orchestrator], loads the train and eval envs through verifiers,
+writes the classic output layout, prints "RL training finished!" and exits 0. It does no
+learning: eval correctness is a deterministic function of the train envs and the resume step.
+
+Fault knobs (environment): DOUBLE_CRASH_AT_STEP=k exits 1 at step k; DOUBLE_HANG_AT_STEP=k
+sleeps forever at step k; DOUBLE_STEP_SECONDS=s sleeps s per step.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def parse_args(argv: list[str]) -> dict:
+    cfg: dict = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "@":
+            cfg = deep_merge(cfg, tomllib.loads(Path(argv[i + 1]).read_text()))
+            i += 2
+        elif tok.startswith("--"):
+            path = [p.replace("-", "_") for p in tok[2:].split(".")]
+            value: object = argv[i + 1]
+            try:
+                value = int(value)
+            except ValueError:
+                pass
+            node = cfg
+            for p in path[:-1]:
+                node = node.setdefault(p, {})
+            node[path[-1]] = value
+            i += 2
+        else:
+            sys.exit(f"unexpected argument {tok!r}")
+    return cfg
+
+
+def frac(*parts) -> float:
+    h = hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()
+    return int(h[:8], 16) / 0xFFFFFFFF
+
+
+def load_rows(env_block: dict, split: str) -> list[dict]:
+    import verifiers as vf
+
+    env = vf.load_environment(env_block["id"], **env_block.get("args", {}))
+    ds = env.get_dataset() if split == "train" else env.get_eval_dataset()
+    return [dict(r) for r in ds]
+
+
+def main(argv: list[str]) -> int:
+    cfg = parse_args(argv)
+    for required in ("trainer", "orchestrator"):
+        if required not in cfg:
+            print(f"--{required}  Field required", file=sys.stderr)
+            return 1
+    out = Path(cfg.get("output_dir", "outputs"))
+    orch = cfg["orchestrator"]
+    max_steps = int(cfg["max_steps"])
+    rpe = int(orch.get("rollouts_per_example", 1))
+    batch = int(orch.get("batch_size", 128))
+    if batch % rpe:
+        print("batch_size must be divisible by rollouts_per_example", file=sys.stderr)
+        return 1
+    ckpt = cfg.get("ckpt") or {}
+    resume = ckpt.get("resume_step")
+    start = 0
+    if resume is not None:
+        for tree in (out / "checkpoints" / f"step_{resume}", out / "weights" / f"step_{resume}",
+                     out / "run_default" / "checkpoints" / f"step_{resume}",
+                     out / "run_default" / "broadcasts" / f"step_{resume}"):
+            if not tree.exists():
+                print(f"FileNotFoundError: {tree}", file=sys.stderr)
+                return 1
+        start = int(resume)
+    if start >= max_steps:
+        print("KeyError: 'perf/peak_memory'", file=sys.stderr)
+        return 1
+    train_envs = orch.get("train", {}).get("env") or [{"id": "reverse-text"}]
+    eval_envs = (orch.get("eval") or {}).get("env") or []
+    train_rows = {e["id"]: load_rows(e, "train") for e in train_envs}
+    skill = 0.3 + 0.25 * frac(sorted(train_rows), resume, len(sum(train_rows.values(), [])))
+    crash = int(os.environ.get("DOUBLE_CRASH_AT_STEP", "0") or 0)
+    hang = int(os.environ.get("DOUBLE_HANG_AT_STEP", "0") or 0)
+    pause = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
+    interval = int(ckpt.get("interval") or max_steps)
+    rdir = out / "run_default"
+    for step in range(start + 1, max_steps + 1):
+        if step == crash:
+            print(f"RuntimeError: injected crash at step {step}", file=sys.stderr)
+            return 1
+        if step == hang:
+            while True:
+                time.sleep(60)
+        time.sleep(pause)
+        rows = []
+        n_prompts = batch // rpe
+        for j in range(n_prompts):
+            env_id = sorted(train_rows)[j % len(train_rows)]
+            pool = train_rows[env_id]
+            ex = pool[int(frac(step, j, env_id) * len(pool))]
+            for k in range(rpe):
+                ok = frac("train", step, j, k) < skill
+                rows.append({
+                    "example_id": ex.get("example_id", j), "env_name": env_id,
+                    "prompt": ex.get("prompt"), "answer": ex.get("answer"), "info": ex.get("info"),
+                    "completion": [{"role": "assistant", "content": f"(double) {'right' if ok else 'wrong'} {k}"}],
+                    "reward": float(ok), "metrics": {"is_correct": float(ok)},
+                    "is_completed": True, "is_truncated": False, "advantage": 0.0,
+                    "timing": {"total_ms": 1.0}, "filters": {}, "is_filtered": False,
+                })
+        sdir = rdir / "rollouts" / f"step_{step}"
+        sdir.mkdir(parents=True, exist_ok=True)
+        (sdir / "train_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        if step % interval == 0 or step == max_steps:
+            (out / "checkpoints" / f"step_{step}" / "trainer").mkdir(parents=True, exist_ok=True)
+            (out / "checkpoints" / f"step_{step}" / "trainer" / "__0_0.distcp").write_text(f"step {step}")
+            (out / "checkpoints" / f"step_{step}" / "STABLE").write_text("")
+            w = out / "weights" / f"step_{step}"
+            w.mkdir(parents=True, exist_ok=True)
+            for name in ("model.safetensors", "config.json", "tokenizer.json"):
+                (w / name).write_text(json.dumps({"step": step, "skill": skill}))
+            (rdir / "checkpoints" / f"step_{step}" / "orchestrator").mkdir(parents=True, exist_ok=True)
+            (rdir / "broadcasts" / f"step_{step}").mkdir(parents=True, exist_ok=True)
+    for e in eval_envs:
+        rows = load_rows(e, "eval")[: int(e.get("num_examples", -1)) if int(e.get("num_examples", -1)) > 0 else None]
+        path = rdir / "rollouts" / f"step_{max_steps}" / "eval_rollouts.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "w") as f:
+            for r in rows:
+                ok = frac("eval", r.get("example_id"), e["id"]) < skill
+                f.write(json.dumps({
+                    "example_id": r.get("example_id"), "prompt": r.get("prompt"),
+                    "answer": r.get("answer"), "info": r.get("info"),
+                    "completion": [{"role": "assistant", "content": "(double)"}],
+                    "reward": float(ok), "metrics": {"is_correct": float(ok)},
+                    "is_completed": True, "is_truncated": False}) + "\n")
+    print("RL training finished!")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
