@@ -67,6 +67,9 @@ def load_rows(env_block: dict, split: str) -> list[dict]:
 
 def main(argv: list[str]) -> int:
     cfg = parse_args(argv)
+    if os.environ.get("DOUBLE_LAUNCH_LOG"):
+        with open(os.environ["DOUBLE_LAUNCH_LOG"], "a") as f:
+            f.write(json.dumps({"pid": os.getpid(), "output_dir": cfg.get("output_dir")}) + "\n")
     for required in ("trainer", "orchestrator"):
         if required not in cfg:
             print(f"--{required}  Field required", file=sys.stderr)

@@ -128,10 +128,11 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
             ctx.save()
             ctx.say(f"[{arm.name}] trainer launched (pid {tp.pid}); log: {arm.log}")
             faults.point("train:after-launch")
-    elif st.trainer != tp:
-        st.trainer = tp
-        ctx.save()
-        ctx.say(f"[{arm.name}] re-attached to running trainer (pid {tp.pid})")
+    else:
+        if st.trainer != tp:
+            st.trainer = tp
+            ctx.save()
+        ctx.say(f"[{arm.name}] re-attached to running trainer (pid {tp.pid}); not relaunching")
 
     def tick(rows):
         faults.point("train:poll")

@@ -26,10 +26,11 @@ def best_iteration(ctx: Ctx) -> dict | None:
         return None
     best = max(iters, key=lambda m: (m["eval_acc"], -m["iter"]))  # ties: the earliest
     d = ctx.iter_dir(best["iter"])
+    rel = d.relative_to(ctx.rd.path)  # paths relative to the run directory: it can move
     record = {"best_iter": best["iter"], "eval_acc": best["eval_acc"],
-              "dataset": str(d / "dataset.jsonl"),
-              "env_dir": str(d / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}")),
-              "rl_toml": str(d / "rl.toml")}
+              "dataset": str(rel / "dataset.jsonl"),
+              "env_dir": str(rel / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}")),
+              "rl_toml": str(rel / "rl.toml")}
     path = ctx.rd.path / "best_iter.json"
     if not path.exists() or read_json(path) != record:
         atomic_write_json(path, record)
@@ -60,7 +61,7 @@ def run_control(ctx: Ctx, which: str) -> None:
     d.mkdir(parents=True, exist_ok=True)
     data = d / "dataset.jsonl"
     if not data.exists():
-        shutil.copyfile(best["dataset"], d / "dataset.jsonl.tmp")
+        shutil.copyfile(ctx.rd.path / best["dataset"], d / "dataset.jsonl.tmp")
         (d / "dataset.jsonl.tmp").rename(data)
     resume = ctx.state.iter_0_step if which == "run_a" else None
     arm = Arm(which, d, resume_step=resume, package=envs.package_name(ctx.state.dataset, which),

@@ -1,0 +1,51 @@
+"""Shared helpers: every full run goes through the trainer double, in a subprocess, exactly as a
+user would run `driver`."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOUBLE = ROOT / "tests" / "trainer_double.py"
+FAST = ["--steps-per-run", "3", "--batch-size", "256", "--eval-examples", "200"]
+
+
+def driver_env(tmp_path: Path, **extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRIVER_", "DOUBLE_"))}
+    env.update({
+        "DRIVER_RL_COMMAND": f"{sys.executable} {DOUBLE}",
+        "DRIVER_POLL_INTERVAL": "0.1",
+        "DOUBLE_LAUNCH_LOG": str(tmp_path / "launches.jsonl"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "driver.cli", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def run_dir_from(out: str) -> Path:
+    for line in out.splitlines():
+        if line.startswith("run directory: "):
+            return Path(line.split(": ", 1)[1].strip())
+    raise AssertionError(f"no run directory in output:\n{out}")
+
+
+def launches(tmp_path: Path) -> list[dict]:
+    p = tmp_path / "launches.jsonl"
+    return [json.loads(l) for l in p.read_text().splitlines()] if p.exists() else []
+
+
+@pytest.fixture
+def runs(tmp_path):
+    d = tmp_path / "runs"
+    d.mkdir()
+    return d

@@ -1,0 +1,118 @@
+"""Full runs through the trainer double: an uninterrupted run, and the same run SIGKILLed at
+many points across every phase and resumed each time. Both must end identically."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import FAST, driver, driver_env, launches, run_dir_from
+
+ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST]
+
+# One kill per segment, in the order the run reaches them; each resume dies at the next one.
+KILL_POINTS = [
+    "phase:introspect:start",
+    "write:hub_env.json",
+    "train:after-launch",          # iter_0 trainer running, driver gone: resume re-attaches
+    "train:poll",                  # while polling iter_0
+    "evaluate:before-summary",     # iter_0 eval aggregated, summary not yet written
+    "phase:gate:start",
+    "weakness:before-teacher",     # iter_1
+    "dataset:after-generator",
+    "install:after-cleanup",
+    "install:after-install",
+    "train:before-launch",         # iter_1
+    "evaluate:after-metrics",
+    "write:metrics.json",
+    "phase:dataset:end",           # iter_2
+    "phase:run_a:start",
+    "train:after-launch",          # run_a
+    "phase:finalize:start",
+    "write:scratchpad.md",
+]
+
+
+def outcome(run_dir):
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    best = json.loads((run_dir / "best_iter.json").read_text())
+    state = json.loads((run_dir / "run.json").read_text())
+    scratch = (run_dir / "scratchpad.md").read_text()
+    summary = scratch[scratch.index("## Final summary"):]
+    return metrics, best, state["status"], summary
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ref")
+    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], driver_env(tmp))
+    assert r.returncode == 0, r.stderr
+    return tmp, run_dir_from(r.stdout), r
+
+
+def test_uninterrupted_run_completes_every_phase(reference):
+    tmp, run_dir, r = reference
+    metrics, best, status, summary = outcome(run_dir)
+    assert status == "max_iters_reached"
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
+    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b"}
+    assert best["best_iter"] in (1, 2)
+    assert "<- BEST_ITER" in summary and "* recommended" in summary
+    assert "run_a (best @iter0)" in r.stdout and "run_b (real+best @base)" in r.stdout
+    # every arm trained exactly once
+    dirs = Counter(l["output_dir"] for l in launches(tmp))
+    assert len(dirs) == 5 and set(dirs.values()) == {1}
+    # every iteration resumes from iter_0's final step (the anchor)
+    for n in (1, 2):
+        assert "resume_step = 3" in (run_dir / f"iter_{n}" / "rl.toml").read_text()
+    assert "resume_step" not in (run_dir / "run_b_combined_from_base" / "rl.toml").read_text()
+    state = json.loads((run_dir / "run.json").read_text())
+    assert state["end_ts"] >= state["start_ts"] and state["total_duration_s"] > 0
+
+
+def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path):
+    ref_tmp, ref_dir, _ = reference
+    env = driver_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0])
+    r = driver([*ARGS, "--runs-dir", str(tmp_path / "runs")], env)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    run_dir = run_dir_from(r.stdout)
+    killed = 1
+    for point in KILL_POINTS[1:]:
+        r = driver(["resume", str(run_dir)], driver_env(tmp_path, DRIVER_FAULT_KILL_AT=point))
+        assert r.returncode == -signal.SIGKILL, f"never reached {point}: {r.stderr[-2000:]}"
+        killed += 1
+    r = driver(["resume", str(run_dir)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert killed >= 10
+    assert outcome(run_dir) == outcome(ref_dir)
+    # no arm was ever trained twice, although the driver died around every launch
+    dirs = Counter(l["output_dir"] for l in launches(tmp_path))
+    assert len(dirs) == 5 and set(dirs.values()) == {1}, dirs
+
+
+def test_external_sigkill_during_training_reattaches(tmp_path):
+    env = driver_env(tmp_path, DOUBLE_STEP_SECONDS="1.5")
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "driver.cli", "run", "--max-iters", "1",
+                             "--runs-dir", str(tmp_path / "runs"), *FAST], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not launches(tmp_path):
+        time.sleep(0.2)
+    assert launches(tmp_path), "trainer never launched"
+    time.sleep(0.5)
+    os.kill(proc.pid, signal.SIGKILL)
+    out, _ = proc.communicate()
+    run_dir = run_dir_from(out)
+    state = json.loads((run_dir / "run.json").read_text())
+    assert state["phase"] == "baseline" and state["trainer"] is not None
+    r = driver(["resume", str(run_dir)], env)
+    assert r.returncode == 0, r.stderr
+    assert "re-attached" in r.stderr
+    assert len(launches(tmp_path)) == 1  # iter_0 trained once; max_iters 1 leaves no controls
