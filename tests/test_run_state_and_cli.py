@@ -1,0 +1,132 @@
+"""Run directory guarantees and the CLI's contract: lock, corrupted files, budget and max_iters,
+exit codes, help."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import FAST, driver, driver_env, launches, run_dir_from
+
+
+def test_help_documents_every_flag_and_exit_code_quickly():
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "driver.cli", "run", "--help"], capture_output=True, text=True)
+    elapsed = time.perf_counter() - t0
+    assert r.returncode == 0
+    for flag in ("--dataset", "--model", "--budget", "--hub-id", "--max-iters", "--batch-size",
+                 "--init-from", "--backend", "--teacher", "--runs-dir", "--seed"):
+        assert flag in r.stdout, flag
+    for code in ("0  finished", "1  failure", "2  usage", "3  waiting for the teacher"):
+        assert code in r.stdout
+    assert elapsed < 2.0, elapsed  # the CLI imports nothing heavy before parsing
+    r = subprocess.run([sys.executable, "-c", "import driver.cli, sys; "
+                        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                        "('torch','verifiers','datasets','pydantic')))"], capture_output=True, text=True)
+    assert r.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--budget", "0h"], "budget must be positive"),
+    (["--budget=-5m"], "use Nh, Nm or Ns"),
+    (["--budget", "ten hours"], "use Nh, Nm or Ns"),
+    (["--max-iters", "0"], "must be at least 1"),
+    (["--batch-size", "100"], "not divisible"),
+    (["--batch-size", "64"], "at least 16"),
+    (["--model", "Qwen\nx"], "one printable line"),
+])
+def test_bad_flags_exit_2_and_create_nothing(tmp_path, runs, args, needle):
+    r = driver(["run", "--runs-dir", str(runs), *args], driver_env(tmp_path))
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert list(runs.iterdir()) == []
+
+
+def test_budget_ends_the_loop_at_the_gate(tmp_path, runs):
+    r = driver(["run", "--budget", "1s", "--max-iters", "5", "--runs-dir", str(runs), *FAST],
+               driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rd = run_dir_from(r.stdout)
+    state = json.loads((rd / "run.json").read_text())
+    assert state["status"] == "budget_exhausted"
+    metrics = json.loads((rd / "metrics.json").read_text())
+    assert [m["iter"] for m in metrics["iters"]] == [0]     # the baseline alone
+    assert not (rd / "iter_1").exists()
+
+
+def test_max_iters_ends_the_loop_exactly(tmp_path, runs):
+    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), *FAST], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    rd = run_dir_from(r.stdout)
+    state = json.loads((rd / "run.json").read_text())
+    assert state["status"] == "max_iters_reached"
+    assert [m["iter"] for m in json.loads((rd / "metrics.json").read_text())["iters"]] == [0, 1]
+    assert not (rd / "iter_2").exists()
+    # phase history: every phase has a start and an end
+    assert all(h["end_ts"] is not None for h in state["history"])
+    # status --json for agents
+    s = driver(["status", str(rd), "--json"], driver_env(tmp_path))
+    payload = json.loads(s.stdout)
+    assert payload["phase"] == "done" and set(payload["eval_acc"]) == {"iter_0", "iter_1"}
+
+
+def test_second_driver_on_a_locked_run_dir_refuses(tmp_path, runs):
+    env = driver_env(tmp_path, DOUBLE_STEP_SECONDS="2")
+    p = subprocess.Popen([sys.executable, "-m", "driver.cli", "run", "--max-iters", "1",
+                          "--runs-dir", str(runs), *FAST], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not list(runs.glob("*/run.json")):
+            time.sleep(0.1)
+        rd = next(runs.glob("*/run.json")).parent
+        r = driver(["resume", str(rd)], env)
+        assert r.returncode == 2
+        assert f"pid {p.pid}" in r.stderr
+    finally:
+        p.kill()
+        p.communicate()
+
+
+def test_corrupted_run_json_gives_a_clear_error_and_is_not_overwritten(tmp_path, runs):
+    r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), *FAST], driver_env(tmp_path))
+    rd = run_dir_from(r.stdout)
+    metrics_before = (rd / "metrics.json").read_bytes()
+    (rd / "run.json").write_text('{"dataset": "stock_arith')
+    r = driver(["resume", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 2 and "corrupted" in r.stderr and "Nothing was changed" in r.stderr
+    assert (rd / "run.json").read_text() == '{"dataset": "stock_arith'
+    assert (rd / "metrics.json").read_bytes() == metrics_before
+    (rd / "run.json").write_text(json.dumps({"format_version": 99, "dataset": "x"}))
+    r = driver(["resume", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 2 and "newer than this driver" in r.stderr
+    (rd / "run.json").write_text(json.dumps({"format_version": 1, "dataset": 3}))
+    r = driver(["status", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 2 and "bad fields" in r.stderr
+
+
+def test_trainer_crash_stops_cleanly_and_resume_retrains(tmp_path, runs):
+    r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), *FAST],
+               driver_env(tmp_path, DOUBLE_CRASH_AT_STEP="2"))
+    assert r.returncode == 1
+    assert "training failed" in r.stderr and "injected crash at step 2" in r.stderr
+    rd = run_dir_from(r.stdout)
+    state = json.loads((rd / "run.json").read_text())
+    assert state["status"] == "failed" and state["phase"] == "baseline"
+    r = driver(["resume", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert (rd / "iter_0" / "train.log.failed-1").exists()   # the failed attempt is kept
+    assert json.loads((rd / "run.json").read_text())["status"] == "max_iters_reached"
+    assert len(launches(tmp_path)) == 2
+
+
+def test_unknown_hub_env_aborts_with_reason(tmp_path, runs):
+    r = driver(["run", "--dataset", "no_such_env_xyz", "--runs-dir", str(runs), *FAST],
+               driver_env(tmp_path))
+    assert r.returncode == 2 and "hub env not found" in r.stderr
+    rd = next(runs.iterdir())
+    state = json.loads((rd / "run.json").read_text())
+    assert state["status"] == "aborted" and state["reason"] == "hub env not found"
