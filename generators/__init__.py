@@ -4,6 +4,6 @@ Rows are written by code, never typed by hand: a generator defines templates (on
 (domain, sub_domain)), a solver computes every answer, and a round-trip check scores each
 template's reference reasoning with the hub env's own rubric before anything is written.
 """
-from generators.core import RowWriter, round_trip, cold_read, seeded_rng
+from generators.core import RowWriter, clone_key, cold_read, round_trip, seeded_rng
 
-__all__ = ["RowWriter", "round_trip", "cold_read", "seeded_rng"]
+__all__ = ["RowWriter", "clone_key", "cold_read", "round_trip", "seeded_rng"]

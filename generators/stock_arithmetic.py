@@ -218,18 +218,23 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             made = 0
             attempts = 0
             depth_counts: dict[int, int] = {}
+            skel_made, skel_misses = 0, 0
             while made < target:
                 attempts += 1
                 if attempts > target * 5000:
                     raise RuntimeError(f"template {key} cannot reach {target} rows")
                 want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
-                use_skeleton = usable and rng.random() < skeleton_share
+                # keep the skeleton share at its target in every bucket, unless no failed
+                # skeleton fits this bucket's structure (then fresh samples fill it)
+                behind = skel_made < skeleton_share * (made + 1)
+                use_skeleton = bool(usable) and skel_misses < 20000 and (behind or rng.random() < skeleton_share)
                 if use_skeleton:
                     sk = rng.choice(usable)
                     p, source = perturb(sk["problem"], rng), f"skeleton:{sk['source']}"
                 else:
                     p, source = sample_problem(rng), f"template:{key[1]}"
                 if not valid(p) or not constraint(p):
+                    skel_misses += use_skeleton
                     continue
                 distractor = rng.random() < 0.45
                 interleaved = rng.random() < 0.3
@@ -245,6 +250,7 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                     continue
                 seen.add(key_)
                 depth_counts[dp] = depth_counts.get(dp, 0) + 1
+                skel_made += use_skeleton
                 writer.add(question, str(solve(p)), {
                     "domain": key[0], "sub_domain": key[1], "difficulty": want,
                     "structural_features": feats, "source": source,

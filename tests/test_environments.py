@@ -1,0 +1,144 @@
+"""Hub introspection, generated environments that mirror the hub's stack, cleanup-then-install."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from driver import envs
+from stock_arithmetic.data import build_splits
+
+PY = sys.executable
+
+
+def test_introspect_both_builtins_and_no_eval_row_leaks():
+    info = envs.introspect(PY, "stock_arithmetic")
+    assert (info["env_class"], info["parser_class"], info["rubric_class"]) == \
+        ("SingleTurnEnv", "StockAnswerParser", "Rubric")
+    assert {f["name"]: f["weight"] for f in info["rubric_funcs"]}["correct_final_stock"] == 1.0
+    assert (info["train_size"], info["eval_size"]) == (1000, 200)
+    assert '{"final_stock": <integer>}' in info["answer_format_instruction"]
+    assert len(info["sample_train_rows"]) == 3
+    blob = json.dumps(info)
+    for row in build_splits(0)["test"]:
+        assert row["question"] not in blob        # no eval question anywhere
+    train_qs = {r["question"] for r in build_splits(0)["train"]}
+    assert all(r["question"] in train_qs for r in info["sample_train_rows"])
+
+    router = envs.introspect(PY, "model-router")      # dashes resolve like verifiers does
+    assert router["parser_class"] == "XMLParser" and router["eval_size"] == 60
+    assert [f["name"] for f in router["rubric_funcs"]][0] == "oracle_route"
+
+
+def test_introspect_cli_and_missing_env(tmp_path):
+    r = subprocess.run([PY, "-m", "driver.cli", "introspect", "stock_arithmetic", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["env_id"] == "stock_arithmetic"
+    r = subprocess.run([PY, "-m", "driver.cli", "introspect", "surely_not_an_env"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "hub env not found" in r.stderr and "prime env install" in r.stderr
+
+
+def _rows(n, offset=0):
+    return [{"question": r["question"], "answer": r["answer"], "info": r["info"]}
+            for r in build_splits(0)["train"][offset:offset + n]]
+
+
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.fixture
+def hub():
+    return envs.introspect(PY, "stock_arithmetic")
+
+
+@pytest.fixture
+def names():
+    made = []
+
+    def make(suffix):
+        name = f"stock_arithmetic_t{uuid.uuid4().hex[:6]}_{suffix}"
+        made.append(name)
+        return name
+    yield make
+    for name in made:
+        envs.cleanup(PY, name)
+
+
+MIRROR_CHECK = r"""
+import asyncio, json, sys
+import verifiers as vf
+from verifiers.types import State
+gen, hub = vf.load_environment(sys.argv[1]), vf.load_environment("stock_arithmetic")
+def own(r):
+    return [x for x in r.rubrics if type(x).__name__ != "MultiTurnMonitorRubric"][0]
+out = {"same_class": type(gen) is type(hub), "same_parser": type(gen.parser) is type(hub.parser),
+       "same_funcs": own(gen.rubric).funcs == own(hub.rubric).funcs,
+       "same_weights": own(gen.rubric).weights == own(hub.rubric).weights,
+       "same_system_prompt": gen.system_prompt == hub.system_prompt,
+       "n_monitors": sum(type(x).__name__ == "MultiTurnMonitorRubric" for x in gen.rubric.rubrics)}
+row = gen.get_dataset()[0]
+texts = [row["info"]["reference_completion"], '{"final_stock": -1}', "<think>x</think>" + row["answer"],
+         '{"final_stock": %s}' % row["answer"], '{"final_stock": %s, "x": 1}' % row["answer"]]
+async def score(env, text):
+    st = State(input={"prompt": row["prompt"], "answer": row["answer"], "info": row["info"], "example_id": 0})
+    st["completion"] = [{"role": "assistant", "content": text}]
+    st["trajectory"] = []
+    await env.rubric.score_rollout(st)
+    return st["reward"], st["metrics"]
+out["gen"] = [asyncio.run(score(gen, t)) for t in texts]
+out["hub"] = [asyncio.run(score(hub, t)) for t in texts]
+print("@@" + json.dumps(out))
+"""
+
+
+def test_generated_env_mirrors_the_hub_and_scores_identically(tmp_path, hub, names):
+    name = names("iter_1")
+    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(40)))
+    assert envs.install_generated(PY, pkg, 40)["rows"] == 40
+    r = subprocess.run([PY, "-c", MIRROR_CHECK, name], capture_output=True, text=True)
+    out = json.loads(r.stdout.split("@@", 1)[1])
+    assert out["same_class"] and out["same_parser"] and out["same_funcs"] and out["same_weights"]
+    assert out["same_system_prompt"] and out["n_monitors"] == 1
+    assert out["gen"] == out["hub"]
+    assert [g[0] for g in out["gen"]] == [1.0, 0.0, 0.0, 1.0, 0.0]
+    # the rows ship inside the package directory, not at site-packages root
+    assert (pkg / name / "dataset.jsonl").exists()
+    assert not (envs.purelib(PY) / "dataset.jsonl").exists()
+
+
+def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_path, hub, names):
+    a, b = names("iter_1"), names("iter_2")
+    pa = envs.write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(30)))
+    envs.install_generated(PY, pa, 30)
+    pb = envs.write_package(tmp_path / "b", b, hub, _write(tmp_path / "b.jsonl", _rows(25, 100)))
+    envs.install_generated(PY, pb, 25)
+    assert envs.count_rows(PY, a) == 30 and envs.count_rows(PY, b) == 25
+    # same package, new rows: the new count is what loads (no stale copy survives)
+    pa = envs.write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(45, 200)))
+    assert envs.install_generated(PY, pa, 45)["attempts"] == 1
+    assert envs.count_rows(PY, a) == 45 and envs.count_rows(PY, b) == 25
+    # a stale root-level data file from an old-style install is removed by the cleanup
+    stale = envs.purelib(PY) / f"{a}.py"
+    stale.write_text("raise SystemExit('stale copy')\n")
+    envs.install_generated(PY, pa, 45)
+    assert not stale.exists()
+    # uninstalling one leaves the other working
+    envs.cleanup(PY, a)
+    assert envs.count_rows(PY, a) is None and envs.count_rows(PY, b) == 25
+
+
+def test_row_count_mismatch_stops_with_a_clear_error(tmp_path, hub, names):
+    name = names("iter_3")
+    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(10)))
+    with pytest.raises(envs.DriverError, match="expected 11"):
+        envs.install_generated(PY, pkg, 11)
+
+
+def test_package_names_use_underscores():
+    assert envs.package_name("someone/stock-arithmetic", "iter_2") == "stock_arithmetic_iter_2"

@@ -1,0 +1,115 @@
+"""StockArithmetic-v1: the verifier's edge cases, the partitions, the populations."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from stock_arithmetic import correct_final_stock, lenient_correct, load_environment
+from stock_arithmetic.data import build_splits
+from stock_arithmetic.verifier import compute_final_stock, normalized_problem
+
+P = {"initial": 10, "deliveries": [5, 7], "withdrawals": [3, 4]}   # final stock 15
+
+
+def score(text, truncated=False, problem=P):
+    state = {"is_truncated": truncated, "trajectory": []}
+    return asyncio.run(correct_final_stock([{"role": "assistant", "content": text}], str(compute_final_stock(problem)),
+                                           info={"problem": problem}, state=state))
+
+
+EDGE_CASES = [
+    ('{"final_stock": 15}', 1.0, "plain JSON"),
+    ('  {"final_stock": 15}\n', 1.0, "surrounding whitespace"),
+    ('<think>10+5=15, +7=22, -3=19, -4=15</think>{"final_stock": 15}', 1.0, "think block then JSON"),
+    ('<think>x</think>\n{"final_stock":15}', 1.0, "think block, newline"),
+    ('{"final_stock": 14}', 0.0, "wrong number"),
+    ('{"final_stock": true}', 0.0, "boolean"),
+    ('{"final_stock": 15.0}', 0.0, "float"),
+    ('{"final_stock": "15"}', 0.0, "string"),
+    ('{"final_stock": 15, "note": "ok"}', 0.0, "extra field"),
+    ('{"final_stock": 15, "final_stock": 15}', 0.0, "duplicate field"),
+    ('```json\n{"final_stock": 15}\n```', 0.0, "markdown fence"),
+    ('{"final_stock": 15}{"final_stock": 15}', 0.0, "two objects"),
+    ('{"final_stock": 15}\n{"final_stock": 14}', 0.0, "two objects on two lines"),
+    ('{"final_stock": NaN}', 0.0, "NaN"),
+    ('{"final_stock": Infinity}', 0.0, "Infinity"),
+    ('{"final_stock": -15}', 0.0, "negative"),
+    ('{"final_stock": 301}', 0.0, "above 300"),
+    ('[{"final_stock": 15}]', 0.0, "array"),
+    ('15', 0.0, "bare number"),
+    ('The final stock is 15.', 0.0, "prose"),
+    ('', 0.0, "empty"),
+    ('{"final_stock": 15' , 0.0, "unterminated"),
+    ('{"final_stock": 15}' + " " * 300, 1.0, "long whitespace is stripped, not counted"),
+    ('{"final_stock": 15, "pad": "' + "x" * 260 + '"}', 0.0, "over 256 characters"),
+    ('<think>unclosed {"final_stock": 15}', 0.0, "unclosed think block"),
+    ('<think>a</think><think>b</think>{"final_stock": 15}', 0.0, "second think block"),
+    ('{"final_stock": 15}<think>late</think>', 0.0, "think after the answer"),
+    ('{"FINAL_STOCK": 15}', 0.0, "wrong key case"),
+]
+
+
+@pytest.mark.parametrize("text, expected, why", EDGE_CASES, ids=[c[2] for c in EDGE_CASES])
+def test_verifier_edge_cases(text, expected, why):
+    assert score(text) == expected, why
+
+
+def test_token_limit_cut_scores_zero_even_when_json_is_right():
+    assert score('{"final_stock": 15}', truncated=True) == 0.0
+    state = {"trajectory": [{"is_truncated": True}]}
+    r = asyncio.run(correct_final_stock([{"role": "assistant", "content": '{"final_stock": 15}'}], "15",
+                                        info={"problem": P}, state=state))
+    assert r == 0.0
+
+
+def test_target_comes_from_structure_not_from_the_answer_field():
+    r = asyncio.run(correct_final_stock([{"role": "assistant", "content": '{"final_stock": 99}'}],
+                                        "99", info={"problem": P}, state={}))
+    assert r == 0.0
+
+
+def test_lenient_metric_tells_format_from_arithmetic():
+    assert asyncio.run(lenient_correct("The stock is 15 units", "15", info={"problem": P})) == 1.0
+    assert asyncio.run(lenient_correct("The stock is 16 units", "15", info={"problem": P})) == 0.0
+
+
+def test_partitions_sizes_disjoint_and_populations():
+    s = build_splits(0)
+    assert [len(s[k]) for k in ("train", "validation", "test")] == [1000, 200, 200]
+    keys = {k: {normalized_problem(r["info"]["problem"]) for r in s[k]} for k in s}
+    assert sum(len(v) for v in keys.values()) == 1400        # deduplicated everywhere
+    assert not keys["train"] & keys["validation"] and not keys["train"] & keys["test"]
+    assert not keys["validation"] & keys["test"]
+    pops = [r["info"]["population"] for r in s["test"]]
+    assert pops.count("ID50") == 100 and pops.count("OOD100") == 100
+    for r in s["train"] + s["validation"] + [r for r in s["test"] if r["info"]["population"] == "ID50"]:
+        p = r["info"]["problem"]
+        assert max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= 50
+    for r in s["test"]:
+        if r["info"]["population"] == "OOD100":
+            p = r["info"]["problem"]
+            assert 51 <= max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= 100
+    for r in s["train"]:
+        p = r["info"]["problem"]
+        stock = p["initial"]
+        for v in p["deliveries"]:
+            stock += v
+        for v in p["withdrawals"]:
+            stock -= v
+            assert stock >= 0
+        assert r["answer"] == str(stock)
+
+
+def test_deterministic_from_seed_and_reference_completions_score_one():
+    assert build_splits(3) == build_splits(3)
+    assert build_splits(3)["train"][0] != build_splits(4)["train"][0]
+    for r in build_splits(0)["train"][:50]:
+        assert score(r["info"]["reference_completion"], problem=r["info"]["problem"]) == 1.0
+
+
+def test_environment_splits():
+    env = load_environment()
+    assert len(env.get_dataset()) == 1000 and len(env.get_eval_dataset()) == 200
+    assert len(load_environment(eval_split="validation").get_eval_dataset()) == 200
