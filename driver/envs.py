@@ -155,6 +155,11 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     (mod_dir / "__init__.py").write_text(render.get_template("classic/env_module.py.j2").render(
         name=name, hub_env_id=hub["env_id"], hub_env_args=hub.get("env_args", {})))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
+    aux = Path(dataset_path).parent / "aux_rewards.py"
+    if aux.exists():  # checked by driver/gates/aux_rewards.py before it gets here
+        shutil.copyfile(aux, mod_dir / "aux_rewards.py")
+    elif (mod_dir / "aux_rewards.py").exists():
+        (mod_dir / "aux_rewards.py").unlink()
     return pkg_root
 
 

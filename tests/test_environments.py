@@ -142,3 +142,57 @@ def test_row_count_mismatch_stops_with_a_clear_error(tmp_path, hub, names):
 
 def test_package_names_use_underscores():
     assert envs.package_name("someone/stock-arithmetic", "iter_2") == "stock_arithmetic_iter_2"
+
+
+AUX_OK = '''
+AUX_REWARDS = [("starts_with_brace", 0.1, "double carry sums")]
+
+
+async def starts_with_brace(completion, answer, info=None, state=None, **kwargs) -> float:
+    # failure mode: answers wrapped in prose instead of one JSON object
+    text = completion[-1]["content"] if completion else ""
+    return 1.0 if text.lstrip().startswith("{") else 0.0
+'''
+
+AUX_WEAKNESS = {"domains": [{"name": "carry-heavy deliveries", "sub_domains": [{"name": "double carry sums"}]}]}
+
+
+def test_aux_reward_gate_lines():
+    import tempfile
+    from pathlib import Path
+
+    from driver.gates import aux_rewards as aux
+
+    def lines(text):
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / "aux_rewards.py"
+            p.write_text(text)
+            return {n: ok for n, ok, _ in aux.check(p, AUX_WEAKNESS).lines}
+
+    assert all(lines(AUX_OK).values())
+    assert lines(AUX_OK.replace("0.1,", "0.25,"))["each aux weight <= 0.2"] is False
+    two = AUX_OK.replace('[("starts_with_brace", 0.1, "double carry sums")]',
+                         '[("starts_with_brace", 0.2, "double carry sums"), ("starts_with_brace", 0.2, "double carry sums")]')
+    assert lines(two)["aux weights total <= 0.3"] is False
+    assert lines(AUX_OK.replace('"double carry sums")]', '"vibes")]'))[
+        "each aux reward names a failure mode of the weakness report"] is False
+    assert lines(AUX_OK.replace("info=None, state=None, **kwargs", "info, state"))[
+        "aux signature async def fn(completion, answer, info=None, state=None, **kwargs)"] is False
+    assert lines("import random\n" + AUX_OK)["aux rewards import nothing non-deterministic or outward-facing"] is False
+    long_body = AUX_OK.replace("    return 1.0", "    x = 1\n" * 9 + "    return 1.0")
+    assert lines(long_body)["aux functions <= 10 lines"] is False
+
+
+def test_generated_env_adds_gated_aux_reward(tmp_path, hub, names):
+    name = names("iter_4")
+    data = _write(tmp_path / "dataset.jsonl", _rows(12))
+    (tmp_path / "aux_rewards.py").write_text(AUX_OK)
+    pkg = envs.write_package(tmp_path, name, hub, data)
+    envs.install_generated(PY, pkg, 12)
+    r = subprocess.run([PY, "-c", MIRROR_CHECK, name], capture_output=True, text=True)
+    out = json.loads(r.stdout.split("@@", 1)[1])
+    assert not out["same_funcs"]                       # the aux reward was added ...
+    gen_rewards = [g[0] for g in out["gen"]]
+    hub_rewards = [h[0] for h in out["hub"]]
+    assert gen_rewards[1] == hub_rewards[1] + 0.1      # ... at its weight
+    assert "starts_with_brace" in out["gen"][1][1]

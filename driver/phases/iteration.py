@@ -14,6 +14,7 @@ from pathlib import Path
 from driver import envs, evaluation, faults, scratchpad, teachers
 from driver.context import Ctx
 from driver.errors import DriverError
+from driver.gates import aux_rewards as aux_gate
 from driver.gates import dataset as gate
 from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
 from driver.state import atomic_write_json, read_json
@@ -141,6 +142,8 @@ def dataset(ctx: Ctx, n: int) -> str:
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
         report = gate.check(d / "dataset.jsonl", weakness_json, prior)
+        if (d / "aux_rewards.py").exists():
+            report.lines += aux_gate.check(d / "aux_rewards.py", weakness_json).lines
         failures = report.failures()
         atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures})
         if report.passed:
