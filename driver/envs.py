@@ -168,10 +168,22 @@ def purelib(python: str) -> Path:
     return Path(r.stdout.strip())
 
 
+def _pip(python: str) -> list[str]:
+    """pip for `python`: its own pip module, or `uv pip --python` for a uv-managed venv (such as
+    prime-rl's), which usually has no pip of its own."""
+    has_pip = subprocess.run([python, "-c", "import pip"], capture_output=True).returncode == 0
+    uv = shutil.which("uv")
+    if not has_pip and uv:
+        return [uv, "pip", "--python", python]
+    return [python, "-m", "pip"]
+
+
 def cleanup(python: str, name: str) -> list[str]:
     """Uninstall the previous install of `name` and delete every stale root-level copy of its
     data, module and metadata from site-packages. Returns what was removed."""
-    subprocess.run([python, "-m", "pip", "uninstall", "-y", "-q", name], capture_output=True)
+    pip = _pip(python)
+    uninstall = [*pip, "uninstall", name] if pip[0] != python else [*pip, "uninstall", "-y", "-q", name]
+    subprocess.run(uninstall, capture_output=True)
     sp = purelib(python)
     removed = []
     patterns = ["dataset.jsonl", f"{name}.py", name, f"{name}-*.dist-info", f"_{name}.pth",
@@ -191,7 +203,7 @@ def pip_install(python: str, pkg_dir: Path, editable: bool = True) -> None:
     if prime and Path(python).resolve() != Path(sys.executable).resolve():
         cmd = [prime, "env", "install", pkg_dir.name, "-p", str(pkg_dir.parent)]
     else:
-        cmd = [python, "-m", "pip", "install", "-q", "--no-build-isolation", "--no-deps"]
+        cmd = [*_pip(python), "install", "-q", "--no-build-isolation", "--no-deps"]
         cmd += ["-e", str(pkg_dir)] if editable else [str(pkg_dir)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
