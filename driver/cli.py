@@ -120,10 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(a) -> int:
     from pathlib import Path
 
-    from driver import loop
+    from driver import loop, scratchpad
     from driver.backends import resolve
     from driver.context import Ctx
-    from driver.state import RunDir, RunLock, RunState
+    from driver.state import RunDir, RunLock, RunState, atomic_write_json
 
     if a.batch_size % a.rollouts_per_example:
         raise _usage(f"--batch-size {a.batch_size} is not divisible by --rollouts-per-example "
@@ -154,13 +154,11 @@ def cmd_run(a) -> int:
         teacher_retries=a.teacher_retries)
     with RunLock(rd.path):
         rd.save(state)
-        from driver.state import atomic_write_json
         atomic_write_json(rd.metrics_json, {"iters": [], "controls": []})
         print(f"run directory: {rd.path}", flush=True)
         print(f"backend: {backend.name} ({' '.join(backend.command)}); teacher: {a.teacher}",
               file=sys.stderr, flush=True)
         ctx = Ctx.open(rd, state)
-        from driver import scratchpad
         scratchpad.render(ctx)
         return loop.run(ctx)
 
@@ -171,7 +169,7 @@ def cmd_resume(a) -> int:
     from driver.state import RunDir, RunLock
 
     rd = RunDir(a.run_dir)
-    state = rd.load()
+    rd.load()  # a bad run.json is reported before anything else happens
     with RunLock(rd.path):
         state = rd.load()  # re-read under the lock
         print(f"resuming {rd.path} at phase {state.phase} (iteration {state.iteration})",

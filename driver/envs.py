@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from driver import faults, resources
-from driver.errors import DriverError, UsageError
+from driver.errors import DriverError
 
 BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
 

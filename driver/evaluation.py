@@ -43,24 +43,23 @@ def aggregate(eval_file: Path) -> dict:
             views.append(_numeric_view(row))
     if not views:
         raise DriverError(f"eval file {path} is empty. Resume to retrain this arm.")
-    correct: dict[str, int] = {}
+    oks = []
+    by_example: dict[str, list[int]] = {}
     lenient: list[float] = []
     for v in views:
         ok = v["metrics"].get("is_correct")
         ok = int(ok >= 0.5) if ok is not None else int(v["reward"] >= 0.5)
-        # Several rollouts of one example: the example counts as correct when most are.
-        key = str(v["example_id"])
-        correct.setdefault(key, 0)
-        correct[key] += ok
+        oks.append(ok)
+        by_example.setdefault(str(v["example_id"]), []).append(ok)
         if "lenient_correct" in v["metrics"]:
             lenient.append(v["metrics"]["lenient_correct"])
     n = len(views)
-    acc = sum(int(v["metrics"].get("is_correct", v["reward"] >= 0.5) >= 0.5) for v in views) / n
     summary = {
-        "eval_acc": acc,
+        "eval_acc": sum(oks) / n,
         "eval_reward_mean": sum(v["reward"] for v in views) / n,
         "n_eval": n,
-        "correct_by_example": {k: int(c > 0) for k, c in sorted(correct.items(), key=lambda kv: kv[0])},
+        # several rollouts of one example: it counts as correct when most of them are
+        "correct_by_example": {k: int(2 * sum(c) > len(c)) for k, c in sorted(by_example.items())},
     }
     if lenient:
         summary["eval_lenient_acc"] = sum(lenient) / len(lenient)

@@ -195,7 +195,7 @@ class RunDir:
         m = self.load_metrics()
         rows = [r for r in m[section] if r.get(key) != entry[key]]
         rows.append(entry)
-        rows.sort(key=lambda r: (str(type(r[key])), r[key]))
+        rows.sort(key=lambda r: r[key])
         m[section] = rows
         atomic_write_json(self.metrics_json, m)
 

@@ -109,10 +109,10 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
         if tp is not None:
             reap(tp)
         rows = count_lines(eval_file)
-        rc = exit_status(log)
+        # liveness before the status file: a trainer that exits in between is still seen
         alive = tp is not None and is_alive(tp)
+        rc = exit_status(log)
         if rc is not None or not alive:
-            rc = exit_status(log)
             if rc == 0 and rows >= expected_rows:
                 return PollResult("done", rc, rows)
             if rc == 0:

@@ -239,7 +239,7 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 distractor = rng.random() < 0.45
                 interleaved = rng.random() < 0.3
                 feats = features(p, distractor, interleaved)
-                if difficulty(feats) != want or len(feats) < 2 and want != "easy":
+                if difficulty(feats) != want:
                     continue
                 dp = depth(p)
                 if made >= 10 and (depth_counts.get(dp, 0) + 1) / (made + 1) > MAX_DEPTH_SHARE:

@@ -66,7 +66,12 @@ def test_crafted_datasets_fail_their_line(good, tmp_path, line, fn):
 def test_clones_are_caught_within_and_across_iterations(good, tmp_path):
     assert clone_key("Sally has 5 apples and gives Sarah 7.") == clone_key("Sally has 9 apples and gives Mira 2.")
     rows = [json.loads(l) for l in good.read_text().splitlines()]
-    renamed = dict(rows[5], question=rows[5]["question"].replace("1", "4").replace("2", "8") + "")
+    source = next(r for r in rows if "1" in r["question"] or "2" in r["question"])
+    renumbered = source["question"].replace("1", "4").replace("2", "8")
+    assert renumbered != source["question"]
+    for name in ("Amara", "Bruno", "Chen", "Dalia", "Emeka", "Farah"):
+        renumbered = renumbered.replace(name, "Zora")          # and renamed
+    renamed = dict(source, question=renumbered)
     rep = _mutate(good, tmp_path, lambda rs: rs[:-1] + [renamed])
     assert lines(rep)["no clone pairs"] is False
     rep = gate.check(good, WEAKNESS, prior=[good])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 

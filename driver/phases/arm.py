@@ -6,7 +6,6 @@ A finished training is never relaunched; a running one is re-attached, never lau
 """
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,6 @@ class Arm:
     resume_step: int | None   # iter_0's final step, or None to start from base
     package: str | None = None   # generated env package name
     dataset: Path | None = None  # rows for the generated env
-    extra_train_envs: tuple = ()  # run B: the hub env's train block first
 
     @property
     def out(self) -> Path:
@@ -48,7 +46,7 @@ def expected_eval_rows(ctx: Ctx) -> int:
 def install_env(ctx: Ctx, arm: Arm) -> dict:
     """Write the generated package and cleanup-then-install it; record what was installed."""
     marker = arm.dir / "env_installed.json"
-    expected = sum(1 for line in open(arm.dataset, encoding="utf-8") if line.strip())
+    expected = training.count_lines(arm.dataset)
     sha = envs.file_sha256(arm.dataset)
     if marker.exists():
         done = read_json(marker)
@@ -115,7 +113,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
                        and training.count_lines(eval_file) >= expected)
         if not finished_ok:
             if arm.log.exists():  # an earlier attempt ended badly: keep it aside, start clean
-                _retire_failed(ctx, arm)
+                _retire_failed(arm)
             if arm.resume_step is not None:
                 prestage(ctx, arm)
             args = []
@@ -157,7 +155,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
     ctx.save()
 
 
-def _retire_failed(ctx: Ctx, arm: Arm) -> None:
+def _retire_failed(arm: Arm) -> None:
     for p in (arm.out, arm.log, training.rc_path(arm.log)):
         _set_aside(p)
 
@@ -198,13 +196,10 @@ def _train_reward(ctx: Ctx, arm: Arm) -> dict:
     return {"train_reward_mean": mean, "train_reward_by_step": per_step}
 
 
-def metrics_entry(name: str, summary: dict, **extra) -> dict:
+def metrics_entry(summary: dict, **extra) -> dict:
     keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
             "checkpoint", "rows", "final_step")
     entry = {k: summary.get(k) for k in keep if k in summary}
     entry.update(extra)
     return entry
 
-
-def dump(obj) -> str:
-    return json.dumps(obj, indent=2)

@@ -10,7 +10,7 @@ import shutil
 import tomllib
 from pathlib import Path
 
-from driver import envs, scratchpad
+from driver import envs, scratchpad, training
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.phases.arm import Arm, evaluate, install_env, metrics_entry, train
@@ -79,7 +79,7 @@ def run_control(ctx: Ctx, which: str) -> None:
             ctx.dialect.check_rendered(text)
             atomic_write_text(cfg, text)
         train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
-        summary = evaluate(ctx, arm, rows=sum(1 for _ in open(data)))
+        summary = evaluate(ctx, arm, rows=training.count_lines(data))
     except DriverError as e:
         msg = f"{which}: {str(e).splitlines()[0]}"
         if msg not in ctx.state.phase4_errors:
@@ -87,6 +87,6 @@ def run_control(ctx: Ctx, which: str) -> None:
             ctx.save()
         ctx.say(f"[{which}] failed, recorded in run.json phase4_errors: {msg}")
         return
-    ctx.rd.upsert_metric("controls", "run", metrics_entry(which, summary, run=which,
+    ctx.rd.upsert_metric("controls", "run", metrics_entry(summary, run=which,
                                                            best_iter=best["best_iter"]))
     scratchpad.render(ctx)

@@ -17,7 +17,7 @@ from driver.errors import DriverError
 from driver.gates import aux_rewards as aux_gate
 from driver.gates import dataset as gate
 from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
-from driver.state import atomic_write_json, read_json
+from driver.state import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200
 GENERATOR_TIMEOUT_S = 600
@@ -186,7 +186,6 @@ def train_iteration(ctx: Ctx, n: int) -> None:
             hub=ctx.hub, knobs=ctx.knobs,
             train_envs=[ctx.dialect.train_env_block(arm.package)], resume_step=arm.resume_step)
         ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
-        from driver.state import atomic_write_text
         atomic_write_text(cfg, text)
     train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
 
@@ -200,7 +199,7 @@ def evaluate_iteration(ctx: Ctx, n: int) -> None:
     prev = next((metrics[k]["eval_acc"] for k in range(n - 1, -1, -1)
                  if k in metrics and metrics[k].get("eval_acc") is not None), None)
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(
-        arm.name, summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
+        summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
         verdict=evaluation.verdict(summary["eval_acc"], prev, iter0)))
     faults.point("evaluate:after-metrics")
     scratchpad.render(ctx)

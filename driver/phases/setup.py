@@ -47,7 +47,7 @@ def baseline(ctx: Ctx) -> None:
         atomic_write_text(overlay, text)
     train(ctx, arm, [base, overlay], ctx.dialect.iter0_overrides(ctx.knobs, arm.out))
     summary = evaluate(ctx, arm, rows=ctx.hub["train_size"], extra={"source": "trained"})
-    ctx.rd.upsert_metric("iters", "iter", metrics_entry("iter_0", summary, iter=0,
+    ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0,
                                                         source="trained"))
     ctx.state.iter_0_source = "trained"
     ctx.state.iter_0_path = str(arm.out)

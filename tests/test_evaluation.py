@@ -1,0 +1,61 @@
+"""The numeric-only eval aggregator, on constructed files with known answers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from driver.errors import DriverError
+from driver.evaluation import aggregate, verdict
+
+CANARY = "CANARY-eval-text-7f3a"
+
+
+def write(tmp_path, rows):
+    p = tmp_path / "eval_rollouts.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p
+
+
+def row(eid, reward, **metrics):
+    return {"example_id": eid, "reward": reward, "metrics": metrics, "prompt": CANARY,
+            "completion": [{"role": "assistant", "content": CANARY}], "answer": CANARY,
+            "info": {"secret": CANARY}}
+
+
+def test_known_aggregates_and_no_text_in_the_result(tmp_path):
+    rows = [row(0, 1.0, is_correct=1.0, lenient_correct=1.0), row(1, 0.0, is_correct=0.0, lenient_correct=1.0),
+            row(2, 1.0, is_correct=1.0, lenient_correct=1.0), row(3, -1.0, is_correct=0.0, lenient_correct=0.0)]
+    s = aggregate(write(tmp_path, rows))
+    assert s["eval_acc"] == 0.5 and s["n_eval"] == 4
+    assert s["eval_reward_mean"] == pytest.approx(0.25)
+    assert s["eval_lenient_acc"] == 0.75
+    assert s["correct_by_example"] == {"0": 1, "1": 0, "2": 1, "3": 0}
+    assert CANARY not in json.dumps(s)
+
+
+def test_reward_threshold_without_is_correct_and_majority_per_example(tmp_path):
+    rows = [row(7, 1.0), row(7, 1.0), row(7, 0.0), row(8, 0.0), row(8, 1.0)]
+    s = aggregate(write(tmp_path, rows))
+    assert s["eval_acc"] == pytest.approx(3 / 5)
+    assert s["correct_by_example"] == {"7": 1, "8": 0}      # 2 of 3 vs 1 of 2
+
+
+def test_missing_empty_and_partial_files_are_clear_errors(tmp_path):
+    with pytest.raises(DriverError, match="eval file missing"):
+        aggregate(tmp_path / "nope.jsonl")
+    with pytest.raises(DriverError, match="empty"):
+        aggregate(write(tmp_path, []))
+    p = write(tmp_path, [row(0, 1.0)])
+    p.write_text(p.read_text() + '{"example_id": 1, "rew')
+    with pytest.raises(DriverError, match="line 2 is not JSON") as e:
+        aggregate(p)
+    assert CANARY not in str(e.value)
+
+
+def test_verdicts():
+    assert verdict(0.50, None, 0.4) is None
+    assert verdict(0.51, 0.50, 0.4) == "improved"
+    assert verdict(0.505, 0.50, 0.4) == "flat"
+    assert verdict(0.49, 0.50, 0.4) == "regressed"
+    assert verdict(0.19, 0.30, 0.4) == "collapsed"
