@@ -16,7 +16,18 @@ EXIT_CODES = """exit codes:
   2  usage or bad input: nothing was started or changed
   3  waiting for the teacher: read iter_N/TEACHER.md, write the files, then `driver resume`"""
 
-DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+# Defaults differ by backend: prime-rl's are the seed procedure's standard hyperparameters for
+# a GPU node; the embedded trainer's fit the built-in tiny model on 2 CPU cores.
+BACKEND_DEFAULTS = {
+    "prime_rl": {"model": "Qwen/Qwen3-0.6B", "batch_size": 512, "rollouts_per_example": 16,
+                 "steps_per_run": 100, "max_completion_tokens": 1024},
+    "local": {"model": "builtin:tiny-char-qwen2", "batch_size": 64, "rollouts_per_example": 4,
+              "steps_per_run": 30, "max_completion_tokens": 96},
+}
+
+
+def _defaults_help(key: str) -> str:
+    return ", ".join(f"{b}: {d[key]}" for b, d in BACKEND_DEFAULTS.items())
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hms]?)\s*$")
 _UNITS = {"h": 3600, "m": 60, "s": 1, "": 1}
 
@@ -62,26 +73,33 @@ def build_parser() -> argparse.ArgumentParser:
                                    "iter_0 baseline, the teacher/student loop, controls, finalize.")
     r.add_argument("--dataset", default="stock_arithmetic", type=plain_name,
                    help="hub env name (a verifiers environment id) (default: %(default)s)")
-    r.add_argument("--model", default=DEFAULT_MODEL, type=plain_name,
-                   help="student model, used verbatim in [model] name (default: %(default)s)")
+    r.add_argument("--model", type=plain_name,
+                   help="student model, used verbatim in [model] name (default by backend: "
+                        f"{_defaults_help('model')})")
     r.add_argument("--budget", default="10h", type=parse_budget,
                    help="wall-clock cap for the iteration loop: Nh, Nm or Ns; controls run after "
                         "it on their own time (default: 10h)")
     r.add_argument("--hub-id", type=plain_name, help="Prime hub slug (default: primeintellect/<dataset>)")
     r.add_argument("--max-iters", default=15, type=positive_int,
                    help="total iterations including iter_0 (default: %(default)s)")
-    r.add_argument("--batch-size", default=512, type=positive_int,
-                   help="TOTAL rollouts per step, not unique prompts (default: %(default)s)")
-    r.add_argument("--rollouts-per-example", default=16, type=positive_int,
-                   help="group size (default: %(default)s)")
-    r.add_argument("--steps-per-run", default=100, type=positive_int,
-                   help="new training steps per arm; max_steps is absolute (default: %(default)s)")
+    r.add_argument("--batch-size", type=positive_int,
+                   help="TOTAL rollouts per step, not unique prompts (default by backend: "
+                        f"{_defaults_help('batch_size')})")
+    r.add_argument("--rollouts-per-example", type=positive_int,
+                   help=f"group size (default by backend: {_defaults_help('rollouts_per_example')})")
+    r.add_argument("--steps-per-run", type=positive_int,
+                   help="new training steps per arm; max_steps is absolute (default by backend: "
+                        f"{_defaults_help('steps_per_run')})")
+    r.add_argument("--max-completion-tokens", type=positive_int,
+                   help="train and eval completion limit, set explicitly in both (default by "
+                        f"backend: {_defaults_help('max_completion_tokens')})")
     r.add_argument("--eval-examples", default=200, type=positive_int,
                    help="hub eval examples per evaluation (default: %(default)s)")
     r.add_argument("--init-from", help="a prior run directory to reuse as iter_0 (skips training it)")
-    r.add_argument("--backend", default="prime_rl", choices=["prime_rl", "local"],
+    r.add_argument("--backend", default="prime_rl", choices=list(BACKEND_DEFAULTS),
                    help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local "
-                        "(embedded CPU trainer) (default: %(default)s)")
+                        "(the embedded trainer: CPU, or one GPU when present; needs the "
+                        "[embedded] extra) (default: %(default)s)")
     r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
     r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
     r.add_argument("--teacher", default="builtin", choices=["builtin", "agent"],
@@ -125,6 +143,9 @@ def cmd_run(a) -> int:
     from driver.context import Ctx
     from driver.state import RunDir, RunLock, RunState, atomic_write_json
 
+    for key, value in BACKEND_DEFAULTS[a.backend].items():
+        if getattr(a, key) is None:
+            setattr(a, key, value)
     if a.batch_size % a.rollouts_per_example:
         raise _usage(f"--batch-size {a.batch_size} is not divisible by --rollouts-per-example "
                      f"{a.rollouts_per_example}")
@@ -148,7 +169,7 @@ def cmd_run(a) -> int:
         start_ts=time.time(), budget_seconds=a.budget, max_iters=a.max_iters,
         batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
         steps_per_run=a.steps_per_run, eval_examples=a.eval_examples,
-        init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
+        max_completion_tokens=a.max_completion_tokens, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
         backend=a.backend, teacher=a.teacher, seed=a.seed,
         prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
         teacher_retries=a.teacher_retries)

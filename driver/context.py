@@ -36,6 +36,8 @@ class Ctx:
         return Knobs(model=s.model, batch_size=s.batch_size,
                      rollouts_per_example=s.rollouts_per_example,
                      steps_per_run=s.steps_per_run, eval_examples=s.eval_examples,
+                     train_max_tokens=s.max_completion_tokens,
+                     eval_max_tokens=s.max_completion_tokens,
                      wandb_project=f"synthetic-self-improve-rl-{s.dataset}")
 
     @property

@@ -96,6 +96,7 @@ class RunState(BaseModel):
     rollouts_per_example: int = 16
     steps_per_run: int = 100
     eval_examples: int = 200
+    max_completion_tokens: int = 1024
     init_from: str | None = None
     backend: str
     teacher: str

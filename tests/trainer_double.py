@@ -16,40 +16,17 @@ import json
 import os
 import sys
 import time
-import tomllib
 from pathlib import Path
 
 
-def deep_merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def parse_args(argv: list[str]) -> dict:
-    cfg: dict = {}
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok == "@":
-            cfg = deep_merge(cfg, tomllib.loads(Path(argv[i + 1]).read_text()))
-            i += 2
-        elif tok.startswith("--"):
-            path = [p.replace("-", "_") for p in tok[2:].split(".")]
-            value: object = argv[i + 1]
-            try:
-                value = int(value)
-            except ValueError:
-                pass
-            node = cfg
-            for p in path[:-1]:
-                node = node.setdefault(p, {})
-            node[path[-1]] = value
-            i += 2
-        else:
-            sys.exit(f"unexpected argument {tok!r}")
-    return cfg
+    # prime-rl's composition rules, shared with the embedded trainer (no schema applied here)
+    from embedded_trainer.config import ConfigError, compose
+
+    try:
+        return compose(argv)
+    except ConfigError as e:
+        sys.exit(str(e))
 
 
 def frac(*parts) -> float:

@@ -52,10 +52,19 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
 
 
 def local() -> Backend:
-    raise UsageError(
-        "the embedded CPU trainer (--backend local) is not available in this version. Use "
-        "--backend prime_rl with --prime-rl-dir, or set DRIVER_RL_COMMAND to a command that "
-        "speaks prime-rl's `rl` contract.")
+    """The embedded trainer (embedded_trainer.rl): the same `@ a.toml --flags` contract and
+    output layout as prime-rl's classic `rl`, run by this interpreter, which also loads the
+    environments. It needs torch, which the driver itself never imports."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "transformers", "embedded_trainer")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"--backend local needs {', '.join(missing)} in {sys.executable}. Install the "
+            "embedded extra with a CPU torch pinned: pip install 'synthetic-self-improve-rl"
+            "[embedded]' (torch==2.13.0).")
+    return Backend("local", (sys.executable, "-m", "embedded_trainer.rl"), None, sys.executable)
 
 
 BACKENDS = {"prime_rl": prime_rl, "local": local}

@@ -1,0 +1,205 @@
+"""The embedded trainer's config: the classic prime-rl `rl` schema it supports, as one typed
+model, composed the way prime-rl composes it.
+
+`@ a.toml @ b.toml --x.y-z V`: files merge left to right (tables deep-merge, lists are replaced
+whole), then CLI flags win. Unknown keys are errors. Settings only this trainer has live in an
+`[embedded]` table, which the driver never writes into a config meant for prime-rl.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+DEFAULT_MODEL = "builtin:tiny-char-qwen2"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelConfig(Strict):
+    name: str = DEFAULT_MODEL
+
+
+class CkptConfig(Strict):
+    interval: int | None = Field(None, ge=1)
+    resume_step: int | None = Field(None, ge=-1)   # -1: latest; omit to start fresh
+    keep_last: int | None = None
+    keep_interval: int | None = None
+
+
+class WandbConfig(Strict):
+    """Accepted so a prime-rl config runs unchanged; the embedded trainer logs locally only."""
+    project: str = "prime-rl"
+    name: str | None = None
+    entity: str | None = None
+    group: str | None = None
+    tags: list[str] = []
+    offline: bool = False
+    shared: bool = True
+
+
+class OptimConfig(Strict):
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    max_norm: float = Field(1.0, gt=0)
+    betas1: float = 0.9
+    betas2: float = 0.99
+
+
+class TrainerConfig(Strict):
+    optim: OptimConfig = OptimConfig()
+
+
+class EnvConfig(Strict):
+    id: str = "reverse-text"
+    name: str | None = None
+    args: dict[str, Any] = {}
+    ratio: float | None = Field(None, gt=0)
+
+
+class EvalEnvConfig(EnvConfig):
+    num_examples: int = -1
+    rollouts_per_example: int = Field(1, ge=1)
+    interval: int | None = Field(None, ge=1)
+
+
+class SamplingConfig(Strict):
+    temperature: float | None = Field(None, ge=0)
+    max_completion_tokens: int | None = Field(None, ge=1)
+
+
+class TrainConfig(Strict):
+    env: list[EnvConfig] = [EnvConfig()]
+    sampling: SamplingConfig = SamplingConfig()
+
+
+class EvalConfig(Strict):
+    env: list[EvalEnvConfig] = [EvalEnvConfig()]
+    sampling: SamplingConfig = SamplingConfig()
+    interval: int = Field(100, ge=1)
+    num_examples: int | None = None
+    rollouts_per_example: int | None = Field(None, ge=1)
+    eval_base_model: bool = True
+    skip_eval_on_resume: bool = True
+
+
+class OrchestratorConfig(Strict):
+    batch_size: int = Field(128, ge=1)
+    rollouts_per_example: int = Field(1, ge=1)
+    seq_len: int | None = None
+    train: TrainConfig = TrainConfig()
+    eval: EvalConfig | None = None
+
+    @model_validator(mode="after")
+    def _divisible(self):
+        if self.batch_size % self.rollouts_per_example:
+            raise ValueError(f"batch_size {self.batch_size} must be divisible by "
+                             f"rollouts_per_example {self.rollouts_per_example}")
+        ratios = [e.ratio is not None for e in self.train.env]
+        if any(ratios) and not all(ratios):
+            raise ValueError("set ratio on every train env or on none")
+        return self
+
+
+class EmbeddedConfig(Strict):
+    """Only the embedded trainer reads these."""
+    seed: int = 0
+    clip_epsilon: float = Field(0.2, gt=0, lt=1)
+    kl_beta: float = Field(0.0, ge=0)
+    updates_per_batch: int = Field(2, ge=1)
+    threads: int | None = Field(None, ge=1)
+    device: str = "auto"                 # auto | cpu | cuda
+    default_max_completion_tokens: int = Field(96, ge=1)
+
+
+class RLConfig(Strict):
+    trainer: TrainerConfig
+    orchestrator: OrchestratorConfig
+    inference: dict[str, Any] | None = None   # sampling happens in-process; accepted, unused
+    model: ModelConfig = ModelConfig()
+    ckpt: CkptConfig | None = None
+    wandb: WandbConfig | None = None
+    output_dir: Path = Path("outputs")
+    clean_output_dir: bool = False
+    max_steps: int = Field(..., ge=1)
+    seq_len: int = Field(2048, ge=16)
+    embedded: EmbeddedConfig = EmbeddedConfig()
+
+
+class ConfigError(Exception):
+    pass
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def compose(argv: list[str]) -> dict:
+    """prime-rl's composition: `@ file` merges in order, `--a.b-c v` sets a.b_c (CLI last),
+    `--flag` / `--no-flag` set booleans."""
+    files: dict = {}
+    cli: dict = {}
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "@":
+            if i + 1 >= len(argv):
+                raise ConfigError("`@` must be followed by a TOML file")
+            path = Path(argv[i + 1])
+            try:
+                files = deep_merge(files, tomllib.loads(path.read_text(encoding="utf-8")))
+            except FileNotFoundError:
+                raise ConfigError(f"config file not found: {path}") from None
+            except tomllib.TOMLDecodeError as e:
+                raise ConfigError(f"{path} is not valid TOML: {e}") from None
+            i += 2
+        elif tok.startswith("--"):
+            keys = [k.replace("-", "_") for k in tok[2:].split(".")]
+            takes_value = i + 1 < len(argv) and not argv[i + 1].startswith("--") and argv[i + 1] != "@"
+            if takes_value:
+                value: Any = argv[i + 1]
+                i += 2
+            elif keys[-1].startswith("no_"):
+                keys[-1], value = keys[-1][3:], False
+                i += 1
+            else:
+                value = True
+                i += 1
+            node = cli
+            for k in keys[:-1]:
+                node = node.setdefault(k, {})
+                if not isinstance(node, dict):
+                    raise ConfigError(f"{tok}: {k} is not a table")
+            node[keys[-1]] = value
+        else:
+            raise ConfigError(f"unexpected argument {tok!r}: use `@ file.toml` or `--key value`")
+    return deep_merge(files, cli)
+
+
+def load(argv: list[str]) -> RLConfig:
+    raw = compose(argv)
+    for key in ("None", "none"):  # prime-rl reads the TOML string "None" as None
+        _replace_none(raw, key)
+    try:
+        return RLConfig.model_validate(raw)
+    except ValidationError as e:
+        lines = []
+        for err in e.errors():
+            where = "--" + ".".join(str(p).replace("_", "-") for p in err["loc"])
+            lines.append(f"{where}  {err['msg']}")
+        raise ConfigError("invalid config:\n  " + "\n  ".join(lines)) from None
+
+
+def _replace_none(node: dict, token: str) -> None:
+    for k, v in list(node.items()):
+        if v == token:
+            node[k] = None
+        elif isinstance(v, dict):
+            _replace_none(v, token)

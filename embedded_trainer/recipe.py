@@ -1,0 +1,184 @@
+"""The built-in tiny student: a character-level tokenizer with a chat template, a small Qwen2,
+and a warm start by SFT on the reference completions that the hub env's *train* rows carry.
+
+It uses the same Hugging Face classes a real Qwen uses, so everything downstream (generation,
+log-probs, save_pretrained) is the production code path; only the size differs. The model is
+built on first use, cached under a directory keyed by every input that shapes it, and is
+reproducible from its seed.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+
+import torch
+
+RECIPE_PREFIX = "builtin:tiny-char-qwen2"
+MARKER = "recipe.json"   # marks a directory built by this recipe (and its tokenizer class)
+
+# One id per printable ASCII character and newline, plus four specials. Anything else maps to
+# <|unk|>: the vocabulary never depends on the data, so a cached model fits every environment.
+SPECIALS = ["<|pad|>", "<|unk|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+CHARS = ["\n"] + [chr(c) for c in range(32, 127)]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+DEFAULTS = {"hidden_size": 128, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 1024,
+            "sft_steps": 1500, "sft_batch": 32, "sft_lr": 3e-3, "seed": 0}
+
+
+def is_recipe(name: str) -> bool:
+    return name == RECIPE_PREFIX or name.startswith(RECIPE_PREFIX + "?")
+
+
+def parse_recipe(name: str) -> dict:
+    """`builtin:tiny-char-qwen2?sft_steps=200&seed=1` -> the recipe's settings."""
+    spec = dict(DEFAULTS)
+    if "?" in name:
+        for part in name.split("?", 1)[1].split("&"):
+            key, _, value = part.partition("=")
+            if key not in DEFAULTS:
+                raise ValueError(f"unknown recipe setting {key!r}; known: {', '.join(DEFAULTS)}")
+            spec[key] = type(DEFAULTS[key])(value)
+    return spec
+
+
+def build_tokenizer():
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(SPECIALS + CHARS)}
+    core = Tokenizer(models.WordLevel(vocab, unk_token="<|unk|>"))
+    core.pre_tokenizer = pre_tokenizers.Split(Regex("[\\s\\S]"), behavior="isolated")
+    core.decoder = decoders.Fuse()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<|pad|>", unk_token="<|unk|>",
+                                  eos_token="<|end|>", additional_special_tokens=SPECIALS[3:])
+    tok.chat_template = CHAT_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def build_model(spec: dict, vocab_size: int):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(spec["seed"])
+    config = Qwen2Config(
+        vocab_size=vocab_size, hidden_size=spec["hidden_size"], intermediate_size=spec["ffn"],
+        num_hidden_layers=spec["layers"], num_attention_heads=spec["heads"],
+        num_key_value_heads=spec["heads"], max_position_embeddings=spec["max_positions"],
+        tie_word_embeddings=True, pad_token_id=0, eos_token_id=2, bos_token_id=None)
+    return Qwen2ForCausalLM(config)
+
+
+def cache_root() -> Path:
+    base = os.environ.get("EMBEDDED_TRAINER_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+        "synthetic-self-improve-rl")
+    return Path(base) / "models"
+
+
+def sft_examples(env, tokenizer) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids) from the env's *train* rows that carry a reference
+    completion in info. The eval split is never touched."""
+    from embedded_trainer.rollouts import render_prompt
+
+    out = []
+    for row in env.get_dataset():
+        ref = (row.get("info") or {}).get("reference_completion")
+        if isinstance(ref, str) and ref:
+            prompt_ids = render_prompt(tokenizer, row["prompt"])
+            out.append((prompt_ids, tokenizer.encode(ref, add_special_tokens=False)
+                        + [tokenizer.eos_token_id]))
+    return out
+
+
+def sft(model, examples, spec: dict, log=print) -> dict:
+    """Completion-only cross-entropy, AdamW, linear warmup then cosine, grad clip 1.0. The
+    prompt prefix every example shares (system message and role marker) runs once per batch."""
+    from embedded_trainer.grpo import shared_prefix_logits
+
+    prefix = list(examples[0][0])
+    for p, _ in examples:
+        n = 0
+        while n < min(len(prefix), len(p)) and prefix[n] == p[n]:
+            n += 1
+        prefix = prefix[:n]
+    if not prefix:
+        prefix = examples[0][0][:1]
+    rng = random.Random(spec["seed"])
+    torch.manual_seed(spec["seed"])
+    opt = torch.optim.AdamW(model.parameters(), lr=spec["sft_lr"], betas=(0.9, 0.98))
+    steps, bsz, warm = spec["sft_steps"], spec["sft_batch"], max(1, spec["sft_steps"] // 12)
+    model.train()
+    t0, loss_v = time.time(), float("nan")
+    for step in range(1, steps + 1):
+        lr = spec["sft_lr"] * (step / warm if step <= warm else
+                               0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        batch = [examples[rng.randrange(len(examples))] for _ in range(bsz)]
+        width = max(len(p) - len(prefix) + len(c) for p, c in batch)
+        ids = torch.zeros(bsz, width, dtype=torch.long)
+        labels = torch.full((bsz, width), -100, dtype=torch.long)
+        for i, (p, c) in enumerate(batch):
+            seq = p[len(prefix):] + c
+            ids[i, :len(seq)] = torch.tensor(seq)
+            labels[i, len(seq) - len(c):len(seq)] = torch.tensor(c)
+        logits = shared_prefix_logits(model, prefix, ids)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 labels.reshape(-1), ignore_index=-100)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        loss_v = loss.item()
+        if step % 50 == 0 or step == steps:
+            log(f"sft step {step}/{steps} loss {loss_v:.4f} ({time.time() - t0:.0f}s)")
+    model.eval()
+    return {"sft_steps": steps, "final_loss": loss_v, "seconds": round(time.time() - t0, 1),
+            "shared_prefix_tokens": len(prefix)}
+
+
+def materialize(name: str, env, env_key: str, log=print) -> Path:
+    """Return a Hugging Face model directory for the recipe, building and caching it first if
+    needed. `env_key` names the environment whose train rows warm-start the model."""
+    from embedded_trainer.errors import TrainerError
+
+    spec = parse_recipe(name)
+    key = hashlib.sha256(json.dumps({"spec": spec, "env": env_key, "chars": CHARS,
+                                     "template": CHAT_TEMPLATE, "v": 1},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    target = cache_root() / f"tiny-char-qwen2-{key}"
+    if (target / "DONE").exists():
+        return target
+    tokenizer = build_tokenizer()
+    examples = sft_examples(env, tokenizer)
+    if not examples:
+        raise TrainerError(
+            f"the built-in tiny model warm-starts by SFT on reference completions, and the train "
+            f"rows of {env_key} carry none (no info.reference_completion). Pass a pretrained "
+            f"model directory as --model.name instead of {RECIPE_PREFIX}.")
+    log(f"building {RECIPE_PREFIX} for {env_key}: SFT on {len(examples)} train rows, "
+        f"{spec['sft_steps']} steps (cached in {target})")
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    model = build_model(spec, len(tokenizer))
+    report = sft(model, examples, spec, log)
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / MARKER).write_text(json.dumps({"recipe": name, "spec": spec, "env": env_key,
+                                                 "sft": report}, indent=2))
+    (tmp / "DONE").write_text("")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.rename(tmp, target)
+    except OSError:  # another process built it first; theirs is equivalent
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
