@@ -18,7 +18,7 @@ class Ctx:
     state: RunState
     backend: Backend
     dialect: object
-    poll_interval: float = 5.0
+    poll_interval: float = 1.0
     poll_cap_s: float = 2 * 60 * 60
     quiet: bool = False
     _hub: dict | None = field(default=None, repr=False)
@@ -27,7 +27,7 @@ class Ctx:
     def open(cls, rd: RunDir, state: RunState, quiet: bool = False) -> "Ctx":
         return cls(rd=rd, state=state, backend=resolve(state.backend, state.prime_rl_dir),
                    dialect=dialects.get(state.dialect),
-                   poll_interval=float(os.environ.get("DRIVER_POLL_INTERVAL", "5")),
+                   poll_interval=float(os.environ.get("DRIVER_POLL_INTERVAL", "1")),
                    quiet=quiet)
 
     @property

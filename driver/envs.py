@@ -100,6 +100,16 @@ def is_importable(python: str, module: str) -> bool:
     return r.returncode == 0
 
 
+def missing_envs(python: str, env_ids: list[str]) -> list[str]:
+    """The env ids whose modules the given interpreter cannot import (one subprocess)."""
+    mods = {e: module_name(e) for e in env_ids}
+    r = subprocess.run([python, "-c", "import importlib.util,sys; print('\\n'.join(m for m in "
+                        "sys.argv[1:] if importlib.util.find_spec(m) is None))", *mods.values()],
+                       capture_output=True, text=True)
+    gone = set(r.stdout.split())
+    return [e for e, m in mods.items() if m in gone]
+
+
 def ensure_installed(python: str, env_id: str) -> None:
     """An installed module is used directly; a built-in is installed from the bundled copy;
     otherwise `prime env install` when the prime CLI is there; else a clear error."""

@@ -98,7 +98,7 @@ def exit_status(log: Path) -> int | None:
 
 
 def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
-         interval: float = 5.0, cap_s: float = DEFAULT_POLL_CAP_S, on_tick=None) -> PollResult:
+         interval: float = 1.0, cap_s: float = DEFAULT_POLL_CAP_S, on_tick=None) -> PollResult:
     """Wait until the trainer has exited (status file written) or the cap is reached.
 
     Done means exit status 0 and a complete eval file. The eval file filling up first is not

@@ -7,11 +7,12 @@ whole), then CLI flags win. Unknown keys are errors. Settings only this trainer 
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from driver.dialects.composition import CompositionError, compose
 
 DEFAULT_MODEL = "builtin:tiny-char-qwen2"
 
@@ -134,57 +135,11 @@ class ConfigError(Exception):
     pass
 
 
-def deep_merge(a: dict, b: dict) -> dict:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
-def compose(argv: list[str]) -> dict:
-    """prime-rl's composition: `@ file` merges in order, `--a.b-c v` sets a.b_c (CLI last),
-    `--flag` / `--no-flag` set booleans."""
-    files: dict = {}
-    cli: dict = {}
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok == "@":
-            if i + 1 >= len(argv):
-                raise ConfigError("`@` must be followed by a TOML file")
-            path = Path(argv[i + 1])
-            try:
-                files = deep_merge(files, tomllib.loads(path.read_text(encoding="utf-8")))
-            except FileNotFoundError:
-                raise ConfigError(f"config file not found: {path}") from None
-            except tomllib.TOMLDecodeError as e:
-                raise ConfigError(f"{path} is not valid TOML: {e}") from None
-            i += 2
-        elif tok.startswith("--"):
-            keys = [k.replace("-", "_") for k in tok[2:].split(".")]
-            takes_value = i + 1 < len(argv) and not argv[i + 1].startswith("--") and argv[i + 1] != "@"
-            if takes_value:
-                value: Any = argv[i + 1]
-                i += 2
-            elif keys[-1].startswith("no_"):
-                keys[-1], value = keys[-1][3:], False
-                i += 1
-            else:
-                value = True
-                i += 1
-            node = cli
-            for k in keys[:-1]:
-                node = node.setdefault(k, {})
-                if not isinstance(node, dict):
-                    raise ConfigError(f"{tok}: {k} is not a table")
-            node[keys[-1]] = value
-        else:
-            raise ConfigError(f"unexpected argument {tok!r}: use `@ file.toml` or `--key value`")
-    return deep_merge(files, cli)
-
-
 def load(argv: list[str]) -> RLConfig:
-    raw = compose(argv)
+    try:
+        raw = compose(argv)
+    except CompositionError as e:
+        raise ConfigError(str(e)) from None
     for key in ("None", "none"):  # prime-rl reads the TOML string "None" as None
         _replace_none(raw, key)
     try:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 def parse_args(argv: list[str]) -> dict:
     # prime-rl's composition rules, shared with the embedded trainer (no schema applied here)
-    from embedded_trainer.config import ConfigError, compose
+    from driver.dialects.composition import CompositionError, compose
 
     try:
         return compose(argv)
-    except ConfigError as e:
+    except CompositionError as e:
         sys.exit(str(e))
 
 

@@ -42,6 +42,7 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
     root_path = Path(root).expanduser().resolve()
     if not (root_path / "pyproject.toml").exists():
         raise UsageError(f"{root_path} is not a prime-rl checkout (no pyproject.toml)")
+    check_classic(root_path)
     uv = shutil.which("uv")
     if not uv:
         raise UsageError("uv is not on PATH; prime-rl runs as `uv run rl`. Install uv first.")
@@ -49,6 +50,70 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
     if not venv_python.exists():
         raise UsageError(f"{venv_python} is missing: run `uv sync` in {root_path} first")
     return Backend("prime_rl", (uv, "run", "rl"), str(root_path), str(venv_python))
+
+
+# The classic dialect's window: [[orchestrator.train.env]] arrived in v0.5.1.dev55; dev226
+# renamed rollouts_per_example to group_size. Outside it the rendered configs would not validate.
+CLASSIC_FIRST, CLASSIC_LAST = "0.5.1.dev55", "0.5.1.dev225"
+VERSION_VAR = "DRIVER_PRIME_RL_VERSION"
+
+
+def prime_rl_version(root: Path) -> tuple[str | None, str]:
+    """(version, where it came from): the checkout's tag, else its pyproject version."""
+    import subprocess
+    import tomllib
+
+    if os.environ.get(VERSION_VAR):
+        return os.environ[VERSION_VAR], f"${VERSION_VAR}"
+    try:  # only the checkout's own repository: never a parent repo's tags
+        if not (root / ".git").exists():
+            raise OSError("not a git checkout")
+        r = subprocess.run(["git", "-C", str(root), "describe", "--tags", "--abbrev=0"],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip().lstrip("v"), "git tag"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        if isinstance(project.get("version"), str):
+            return project["version"], "pyproject.toml"
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    return None, "nothing"
+
+
+def check_classic(root: Path) -> str:
+    """Refuse a prime-rl whose config schema the classic dialect does not speak."""
+    from packaging.version import InvalidVersion, Version
+
+    version, source = prime_rl_version(root)
+    window = f"v{CLASSIC_FIRST} .. v{CLASSIC_LAST}"
+    if version is None:
+        raise UsageError(
+            f"cannot tell which prime-rl {root} is (no git tag, no version in pyproject.toml). "
+            f"The driver speaks its classic config schema ({window}). If you know the checkout "
+            f"is in that window, set {VERSION_VAR}=<version> and run again.")
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        raise UsageError(f"prime-rl version {version!r} (from {source}) is not a version; set "
+                         f"{VERSION_VAR} to the checkout's version") from None
+    if v < Version(CLASSIC_FIRST):
+        raise UsageError(
+            f"prime-rl {version} (from {source}) predates the classic schema ({window}): its "
+            "configs use [[orchestrator.env]] and [orchestrator.sampling], so the rendered "
+            "[[orchestrator.train.env]] would be rejected. Check out a tag in the window "
+            f"(e.g. `git checkout v0.5.1.dev209 && uv sync`).")
+    if v > Version(CLASSIC_LAST):
+        raise UsageError(
+            f"prime-rl {version} (from {source}) is newer than the classic schema ({window}): "
+            "from v0.5.1.dev226 rollouts_per_example is group_size, from 2026-07-29 "
+            "[[orchestrator.train.env]] is [[orchestrator.train.source]] and the aliases are "
+            "gone, and later [ckpt] resume_step became [resume] step. The rendered configs "
+            "would fail validation after the GPUs are allocated. Check out a tag in the window "
+            "(e.g. `git checkout v0.5.1.dev209 && uv sync`), or use --backend local.")
+    return version
 
 
 def local() -> Backend:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from driver import resources
+from driver.dialects import classic_schema
 from driver.errors import UsageError
 
 _STEP = re.compile(r"^step_(\d+)$")
@@ -125,9 +126,20 @@ class ClassicDialect:
             cfg = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise UsageError(f"rendered config is not valid TOML ({e}); this is a driver bug") from None
+        return self.check_effective(cfg, expect_resume=expect_resume, complete=False)
+
+    def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
+                        complete: bool = True) -> dict:
+        """The checks on a config: one rendered file (complete=False: an overlay may hold one
+        part), or the composition of a launch's files and flags (complete=True)."""
+        unknown = classic_schema.unknown_keys(cfg)
+        if unknown:
+            raise UsageError(f"prime-rl (classic) would reject unknown key(s): {', '.join(unknown)}. "
+                             "Fix or remove them; the schema is prime-rl 09e2977's.")
         orch = cfg.get("orchestrator", {})
         bs, rpe = orch.get("batch_size"), orch.get("rollouts_per_example")
         if bs is not None and rpe:
+            bs, rpe = int(bs), int(rpe)
             if bs % rpe:
                 raise UsageError(f"batch_size {bs} is not divisible by rollouts_per_example {rpe}; "
                                  "pick a --batch-size that is a multiple of it")
@@ -137,19 +149,34 @@ class ClassicDialect:
         ckpt = cfg.get("ckpt", {})
         if "resume_step" in ckpt:
             rs = ckpt["resume_step"]
+            if isinstance(rs, str) and rs.isdigit():
+                rs = int(rs)
             if type(rs) is not int or rs < 1:
                 raise UsageError(f"[ckpt] resume_step must be a positive integer, got {rs!r}")
-            if cfg.get("max_steps") is not None and rs >= cfg["max_steps"]:
+            if cfg.get("max_steps") is not None and rs >= int(cfg["max_steps"]):
                 raise UsageError(f"max_steps {cfg['max_steps']} must exceed resume_step {rs} "
                                  "(max_steps is absolute)")
         if expect_resume is not None and ckpt.get("resume_step") != expect_resume:
             raise UsageError(f"config does not resume from step {expect_resume}")
-        for section in ("train", "eval"):
-            envs = orch.get(section, {}).get("env")
-            if section == "eval" and "eval" in orch and not envs:
-                raise UsageError("eval env missing: prime-rl would silently fall back to its default env")
+        if complete and not orch.get("train", {}).get("env"):
+            raise UsageError("train env missing: prime-rl would silently train on its default "
+                             "env (reverse-text)")
+        if "eval" in orch and not orch["eval"].get("env"):
+            raise UsageError("eval env missing: prime-rl would silently fall back to its default env")
         return cfg
+
+    def foreign_run(self, out: Path, resume_step: int | None) -> list[str]:
+        """What in an output dir belongs to another run: any step other than the pre-staged
+        resume step, and any rollouts at all."""
+        out = Path(out)
+        found = []
+        for d in (out / "checkpoints", out / "weights", out / "run_default" / "checkpoints",
+                  out / "run_default" / "broadcasts"):
+            found += [str(d / f"step_{s}") for s in self.steps(d) if s != resume_step]
+        found += [str(self.rollouts_dir(out) / f"step_{s}") for s in self.steps(self.rollouts_dir(out))]
+        return found
 
     def env_ids(self, cfg: dict) -> list[str]:
         orch = cfg.get("orchestrator", {})
-        return [e["id"] for s in ("train", "eval") for e in orch.get(s, {}).get("env", [])]
+        return [e["id"] for s in ("train", "eval") for e in orch.get(s, {}).get("env", [])
+                if isinstance(e, dict) and e.get("id")]

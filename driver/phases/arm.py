@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver import envs, evaluation, faults, training
+from driver.dialects import composition
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.state import atomic_write_json, now, read_json
@@ -85,6 +86,36 @@ def prestage(ctx: Ctx, arm: Arm) -> None:
         tmp.rename(d)  # a tree is either fully staged or absent
 
 
+def preflight(ctx: Ctx, arm: Arm, args: list[str]) -> None:
+    """Refuse a launch that would fail or mislead, before it costs GPU time: the launch's
+    effective config (files + flags, composed as prime-rl composes them) must pass the
+    dialect's checks, its envs must be installed, and its output dir must hold nothing but
+    the pre-staged resume step."""
+    try:
+        cfg = composition.compose(args)
+    except composition.CompositionError as e:
+        raise DriverError(f"[{arm.name}] {e}") from None
+    try:
+        ctx.dialect.check_effective(cfg, expect_resume=arm.resume_step)
+    except DriverError as e:
+        raise DriverError(f"[{arm.name}] refusing to launch: {e}") from None
+    ids = ctx.dialect.env_ids(cfg)
+    if not ids:
+        raise DriverError(f"[{arm.name}] refusing to launch: no train or eval env in the config")
+    missing = envs.missing_envs(ctx.backend.python, ids)
+    if missing:
+        raise DriverError(
+            f"[{arm.name}] refusing to launch: env(s) {', '.join(missing)} not installed for "
+            f"{ctx.backend.python}. Install them (`prime env install ID`, or `pip install` the "
+            f"package into that interpreter), then `driver resume {ctx.rd.path}`.")
+    foreign = ctx.dialect.foreign_run(arm.out, arm.resume_step)
+    if foreign:
+        raise DriverError(
+            f"[{arm.name}] refusing to launch: {arm.out} already holds another run "
+            f"({', '.join(foreign[:3])}{' …' if len(foreign) > 3 else ''}). Move it away, then "
+            f"`driver resume {ctx.rd.path}`.")
+
+
 def _set_aside(path: Path) -> None:
     """Keep a failed attempt's files next to the new ones instead of deleting them."""
     if path.exists():
@@ -120,6 +151,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
             for p in config_paths:
                 args += ["@", str(p)]
             args += overrides
+            preflight(ctx, arm, args)
             faults.point("train:before-launch")
             tp = training.launch(ctx.backend, args, arm.out, arm.log)
             st.trainer = tp

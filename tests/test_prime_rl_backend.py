@@ -1,0 +1,354 @@
+"""The prime-rl backend's contract: rendered configs against a classic-schema snapshot,
+composition, hostile names, refusals before launch, pre-staging, --init-from, poll latency and
+version detection."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import tomllib
+import types
+from pathlib import Path
+
+import pytest
+
+from conftest import FAST, driver, driver_env, run_dir_from
+from driver import training
+from driver.backends import Backend, check_classic
+from driver.dialects import classic_schema
+from driver.dialects.classic import ClassicDialect, Knobs
+from driver.dialects.composition import compose
+from driver.errors import DriverError, UsageError
+
+D = ClassicDialect()
+HUB = {"env_id": "stock_arithmetic", "eval_size": 200}
+KNOBS = Knobs(model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16,
+              steps_per_run=100, eval_examples=200)
+
+
+def flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        p = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict) and v:
+            out.update(flat(v, p))
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            for i, item in enumerate(v):
+                out.update(flat(item, f"{p}[{i}]"))
+        else:
+            out[p] = v
+    return out
+
+
+def render_all() -> dict[str, dict]:
+    gen = D.train_env_block("stock_arithmetic_iter_3")
+    hub_train = D.train_env_block("stock_arithmetic", name="hub-train")
+    run_b_gen = D.train_env_block("stock_arithmetic_run_b", name="stock_arithmetic_run_b")
+    texts = {
+        "base": D.render_base(HUB, KNOBS),
+        "overlay": D.render_eval_overlay(HUB, KNOBS),
+        "iter_3": D.render_run(arm="iter_3", purpose="p", hub=HUB, knobs=KNOBS, train_envs=[gen],
+                               resume_step=100),
+        "run_a": D.render_run(arm="run_a", purpose="p", hub=HUB, knobs=KNOBS,
+                              train_envs=[D.train_env_block("stock_arithmetic_run_a",
+                                                            name="stock_arithmetic_run_a")],
+                              resume_step=100),
+        "run_b": D.render_run(arm="run_b", purpose="p", hub=HUB, knobs=KNOBS,
+                              train_envs=[hub_train, run_b_gen], resume_step=None),
+    }
+    for name, text in texts.items():
+        D.check_rendered(text)
+    return {k: tomllib.loads(v) for k, v in texts.items()}
+
+
+EVAL = {"orchestrator.eval.interval": 200, "orchestrator.eval.sampling.max_completion_tokens": 1024,
+        "orchestrator.eval.env[0].id": "stock_arithmetic", "orchestrator.eval.env[0].num_examples": 200,
+        "orchestrator.eval.env[0].rollouts_per_example": 1}
+
+
+def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values():
+    cfgs = render_all()
+    for name, cfg in cfgs.items():
+        assert classic_schema.unknown_keys(cfg) == [], name
+    assert flat(cfgs["base"]) == {
+        "max_steps": 100, "seq_len": 2048, "model.name": "Qwen/Qwen3-0.6B",
+        "orchestrator.batch_size": 512, "orchestrator.rollouts_per_example": 16,
+        "orchestrator.train.sampling.max_completion_tokens": 1024,
+        "orchestrator.train.env[0].id": "stock_arithmetic", "trainer": {}, "inference": {}}
+    assert flat(cfgs["overlay"]) == {
+        "ckpt.interval": 100, "orchestrator.eval.interval": 100,
+        "orchestrator.eval.sampling.max_completion_tokens": 1024,
+        "orchestrator.eval.env[0].id": "stock_arithmetic",
+        "orchestrator.eval.env[0].num_examples": 200,
+        "orchestrator.eval.env[0].rollouts_per_example": 1}
+    common = {"seq_len": 2048, "model.name": "Qwen/Qwen3-0.6B", "ckpt.interval": 100,
+              "orchestrator.batch_size": 512, "orchestrator.rollouts_per_example": 16,
+              "orchestrator.train.sampling.max_completion_tokens": 1024,
+              "trainer": {}, "inference": {}, "wandb.project": "synthetic-self-improve-rl"}
+    assert flat(cfgs["iter_3"]) == {
+        **common, **EVAL, "max_steps": 200, "ckpt.resume_step": 100, "wandb.name": "iter_3",
+        "orchestrator.train.env[0].id": "stock_arithmetic_iter_3"}
+    assert type(cfgs["iter_3"]["ckpt"]["resume_step"]) is int      # never a bool or a path
+    assert flat(cfgs["run_a"]) == {
+        **common, **EVAL, "max_steps": 200, "ckpt.resume_step": 100, "wandb.name": "run_a",
+        "orchestrator.train.env[0].id": "stock_arithmetic_run_a",
+        "orchestrator.train.env[0].name": "stock_arithmetic_run_a"}
+    run_b = flat(cfgs["run_b"])
+    assert "ckpt.resume_step" not in run_b                          # from base: no resume key
+    assert run_b == {
+        **common, **EVAL,
+        "orchestrator.eval.interval": 100, "max_steps": 100, "wandb.name": "run_b",
+        "orchestrator.train.env[0].id": "stock_arithmetic", "orchestrator.train.env[0].name": "hub-train",
+        "orchestrator.train.env[1].id": "stock_arithmetic_run_b",
+        "orchestrator.train.env[1].name": "stock_arithmetic_run_b"}
+
+
+def test_composition_of_base_overlay_and_flags_gives_the_intended_iter0(tmp_path):
+    (tmp_path / "base.toml").write_text(D.render_base(HUB, KNOBS))
+    (tmp_path / "overlay.toml").write_text(D.render_eval_overlay(HUB, KNOBS))
+    out = tmp_path / "iter_0" / "prime_out"
+    cfg = compose(["@", str(tmp_path / "base.toml"), "@", str(tmp_path / "overlay.toml"),
+                   *D.iter0_overrides(KNOBS, out)])
+    D.check_effective(cfg)
+    assert int(cfg["max_steps"]) == 100 and cfg["ckpt"]["interval"] == 100
+    assert cfg["model"]["name"] == "Qwen/Qwen3-0.6B" and cfg["output_dir"] == str(out)
+    assert int(cfg["orchestrator"]["batch_size"]) == 512
+    assert int(cfg["orchestrator"]["rollouts_per_example"]) == 16
+    assert cfg["orchestrator"]["train"]["env"] == [{"id": "stock_arithmetic"}]   # kept from base
+    assert cfg["orchestrator"]["eval"]["env"][0]["num_examples"] == 200         # from the overlay
+    assert cfg["orchestrator"]["eval"]["sampling"]["max_completion_tokens"] == 1024
+    # a later file replaces a list whole instead of merging entries
+    (tmp_path / "other.toml").write_text('[[orchestrator.train.env]]\nid = "x"\n')
+    again = compose(["@", str(tmp_path / "base.toml"), "@", str(tmp_path / "other.toml")])
+    assert again["orchestrator"]["train"]["env"] == [{"id": "x"}]
+
+
+HOSTILE = ['Org/model"with]quotes', "Org/m'$(touch /tmp/pwned)`id`;rm -rf x", 'a\\b"]\n[x]'.replace("\n", " ")]
+
+
+@pytest.mark.parametrize("name", HOSTILE)
+def test_hostile_model_names_render_as_data_and_reach_the_trainer_verbatim(tmp_path, name):
+    knobs = Knobs(model=name, batch_size=512, rollouts_per_example=16, steps_per_run=100,
+                  eval_examples=200)
+    cfg = tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub={**HUB, "env_id": name},
+                                     knobs=knobs, train_envs=[D.train_env_block(name)], resume_step=3))
+    assert cfg["model"]["name"] == name and cfg["orchestrator"]["train"]["env"][0]["id"] == name
+    assert list(cfg) == ["max_steps", "seq_len", "wandb", "model", "ckpt", "orchestrator", "trainer", "inference"]
+    # the launch path passes every argument as its own argv word, through no shell parsing
+    seen = tmp_path / "argv.json"
+    backend = Backend("t", (sys.executable, "-c",
+                            "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"),
+                      None, sys.executable)
+    args = [str(seen), *D.iter0_overrides(knobs, tmp_path / "out")]
+    tp = training.launch(backend, args, tmp_path / "out", tmp_path / "train.log")
+    training.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05, cap_s=30)
+    assert json.loads(seen.read_text()) == args
+    assert not Path("/tmp/pwned").exists()
+
+
+def test_names_with_newlines_or_control_characters_are_refused(tmp_path, runs):
+    for bad in ("Org/model\n[trainer]", "Org/\x1bmodel"):
+        r = driver(["run", "--model", bad, "--runs-dir", str(runs)], driver_env(tmp_path))
+        assert r.returncode == 2 and "printable" in r.stderr
+        r = driver(["run", "--hub-id", bad, "--runs-dir", str(runs)], driver_env(tmp_path))
+        assert r.returncode == 2
+    assert list(runs.iterdir()) == []
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    ({"orchestrator": {"train": {"envs": []}}}, "orchestrator.train.envs"),
+    ({"orchestrator": {"train": {"env": [{"id": "x", "nme": "y"}]}}}, "orchestrator.train.env[0].nme"),
+    ({"ckpt": {"resume-step": 3}}, "ckpt.resume-step"),
+    ({"rollouts_per_example": 16}, "rollouts_per_example"),
+    ({"ckpt": {"resume_step": True}}, "positive integer"),
+    ({"ckpt": {"resume_step": 0}}, "positive integer"),
+    ({"max_steps": 100, "ckpt": {"resume_step": 100}}, "must exceed"),
+    ({"orchestrator": {"batch_size": 500, "rollouts_per_example": 16}}, "not divisible"),
+    ({"orchestrator": {"batch_size": 128, "rollouts_per_example": 16}}, "at least 16"),
+    ({"orchestrator": {"eval": {"interval": 5}}}, "eval env missing"),
+])
+def test_config_refusals_name_the_problem(cfg, needle):
+    with pytest.raises(UsageError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        D.check_effective(cfg, complete=False)
+
+
+def test_a_launch_without_a_train_env_is_refused():
+    with pytest.raises(UsageError, match="reverse-text"):
+        D.check_effective({"orchestrator": {"eval": {"env": [{"id": "e"}]}}})
+
+
+def test_foreign_run_sees_anything_but_the_prestaged_step(tmp_path):
+    out = tmp_path / "prime_out"
+    for tree in D.checkpoint_trees(out, 100):
+        tree.mkdir(parents=True)
+    assert D.foreign_run(out, 100) == []
+    (out / "checkpoints" / "step_7").mkdir()
+    (out / "run_default" / "rollouts" / "step_101").mkdir(parents=True)
+    assert sorted(Path(p).name for p in D.foreign_run(out, 100)) == ["step_101", "step_7"]
+    assert len(D.foreign_run(out, None)) == 6
+
+
+def _ctx(tmp_path):
+    return types.SimpleNamespace(iter_dir=lambda n: tmp_path / f"iter_{n}", dialect=D)
+
+
+def test_prestage_copies_exactly_the_four_trees(tmp_path):
+    from driver.phases.arm import Arm, prestage
+
+    src = tmp_path / "iter_0" / "prime_out"
+    for step in (50, 100):
+        for tree in D.checkpoint_trees(src, step):
+            tree.mkdir(parents=True)
+            (tree / "payload.bin").write_text(f"{tree.name}")
+    (src / "run_default" / "rollouts" / "step_100").mkdir(parents=True)
+    arm = Arm("iter_2", tmp_path / "iter_2", resume_step=100)
+    prestage(_ctx(tmp_path), arm)
+    staged = sorted(str(p.relative_to(arm.out)) for p in arm.out.rglob("*") if p.is_file())
+    assert staged == ["checkpoints/step_100/payload.bin", "run_default/broadcasts/step_100/payload.bin",
+                      "run_default/checkpoints/step_100/payload.bin", "weights/step_100/payload.bin"]
+    assert not any(p.is_symlink() for p in arm.out.rglob("*"))   # copies, not links into iter_0
+    # a missing tree stops the run and names it
+    import shutil
+    shutil.rmtree(src / "run_default" / "broadcasts" / "step_100")
+    arm3 = Arm("iter_3", tmp_path / "iter_3", resume_step=100)
+    with pytest.raises(DriverError, match="broadcasts/step_100"):
+        prestage(_ctx(tmp_path), arm3)
+    assert not (arm3.out / "checkpoints" / "step_100").exists()   # nothing half-staged
+
+
+def test_init_from_refuses_an_incomplete_directory(tmp_path, runs):
+    prior = tmp_path / "prior"
+    (prior / "prime_out" / "weights" / "step_3").mkdir(parents=True)
+    (prior / "prime_out" / "weights" / "step_3" / "model.safetensors").write_text("x")
+    (prior / "run.json").write_text("{}")
+    r = driver(["run", "--init-from", str(prior), *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 2
+    for piece in ("metrics.json", "config.json", "tokenizer.json", "checkpoints/step_3/trainer",
+                  "eval_rollouts.jsonl"):
+        assert piece in r.stderr, piece
+
+
+def test_preflight_refuses_an_env_that_is_not_installed(tmp_path, runs):
+    base = tmp_path / "canonical.toml"
+    base.write_text(D.render_base(HUB, KNOBS).replace('id = "stock_arithmetic"', 'id = "no_such_env_xyz"'))
+    r = driver(["run", "--base-config", str(base), *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 1 and "no_such_env_xyz not installed" in r.stderr
+    assert not (run_dir_from(r.stdout) / "iter_0" / "train.log").exists()   # never launched
+
+
+def test_preflight_refuses_an_output_dir_that_holds_another_run(tmp_path, runs):
+    env = driver_env(tmp_path, DRIVER_FAULT_KILL_AT="train:before-launch")
+    r = driver(["run", *FAST, "--runs-dir", str(runs)], env)
+    run_dir = run_dir_from(r.stdout)
+    (run_dir / "iter_0" / "prime_out" / "checkpoints" / "step_9").mkdir(parents=True)
+    r = driver(["resume", str(run_dir)], driver_env(tmp_path))
+    assert r.returncode == 1 and "already holds another run" in r.stderr and "step_9" in r.stderr
+
+
+# ---- polling -------------------------------------------------------------------------------
+
+FAKE_TRAINER = r"""
+import json, sys, time
+eval_file, stamp, rows, rc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+time.sleep(1.0)
+if rows:
+    with open(eval_file, "w") as f:
+        for i in range(rows):
+            f.write(json.dumps({"example_id": i, "reward": 1.0}) + "\n")
+open(stamp, "w").write(repr(time.time()))
+sys.exit(rc)
+"""
+
+
+@pytest.mark.parametrize("rows, rc, outcome", [(5, 0, "done"), (0, 3, "failed")])
+def test_poll_sees_completion_and_crashes_within_two_seconds(tmp_path, rows, rc, outcome):
+    backend = Backend("fake", (sys.executable, "-c", FAKE_TRAINER), None, sys.executable)
+    eval_file, stamp = tmp_path / "eval.jsonl", tmp_path / "stamp"
+    tp = training.launch(backend, [str(eval_file), str(stamp), str(rows), str(rc)], tmp_path,
+                         tmp_path / "train.log")
+    res = training.poll(tp, tmp_path / "train.log", eval_file, 5)   # the default interval
+    seen = time.time()
+    assert res.outcome == outcome and res.returncode == rc
+    assert seen - float(stamp.read_text()) < 2.0
+
+
+# ---- version detection -----------------------------------------------------------------------
+
+def _checkout(tmp_path, version=None, tag=None) -> Path:
+    root = tmp_path / "prime-rl"
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "prime-rl"\n'
+                                         + (f'version = "{version}"\n' if version else ""))
+    if tag:
+        git = ["git", "-C", str(root), "-c", "user.email=t@t", "-c", "user.name=t"]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", "x"], check=True)
+        subprocess.run([*git, "tag", tag], check=True)
+    return root
+
+
+@pytest.mark.parametrize("version, tag, ok", [
+    ("0.5.1.dev0", "v0.5.1.dev209", True),      # the tag wins over a static pyproject version
+    (None, "v0.5.1.dev55", True),
+    (None, "v0.5.1.dev225", True),
+    (None, "v0.5.1.dev226", False),             # group_size era
+    ("0.8.0", None, False),
+    ("0.5.0", None, False),
+])
+def test_version_detection_accepts_only_the_classic_window(tmp_path, monkeypatch, version, tag, ok):
+    monkeypatch.delenv("DRIVER_PRIME_RL_VERSION", raising=False)
+    root = _checkout(tmp_path, version, tag)
+    if ok:
+        assert check_classic(root).endswith(tag.lstrip("v"))
+    else:
+        with pytest.raises(UsageError, match="git checkout v0.5.1.dev209"):
+            check_classic(root)
+
+
+def test_unknown_version_is_refused_unless_stated(tmp_path, monkeypatch):
+    monkeypatch.delenv("DRIVER_PRIME_RL_VERSION", raising=False)
+    root = _checkout(tmp_path)
+    with pytest.raises(UsageError, match="DRIVER_PRIME_RL_VERSION"):
+        check_classic(root)
+    monkeypatch.setenv("DRIVER_PRIME_RL_VERSION", "0.5.1.dev150")
+    assert check_classic(root) == "0.5.1.dev150"
+    r = driver(["run", "--prime-rl-dir", str(_checkout(tmp_path / "x", "0.8.0")), "--runs-dir",
+                str(tmp_path)], {k: v for k, v in driver_env(tmp_path).items()
+                                 if k not in ("DRIVER_RL_COMMAND", "DRIVER_PRIME_RL_VERSION")})
+    assert r.returncode == 2 and "newer than the classic schema" in r.stderr
+
+
+def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):
+    import shutil
+
+    from conftest import launches
+
+    r = driver(["run", "--max-iters", "1", *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    first = run_dir_from(r.stdout)
+    prior = tmp_path / "prior"            # the layout --init-from reads: {run,metrics}.json + prime_out/
+    prior.mkdir()
+    for f in ("run.json", "metrics.json"):
+        shutil.copy(first / f, prior / f)
+    shutil.copytree(first / "iter_0" / "prime_out", prior / "prime_out")
+    prior_acc = json.loads((first / "metrics.json").read_text())["iters"][0]["eval_acc"]
+    before = len(launches(tmp_path))
+    r = driver(["run", "--init-from", str(prior), "--max-iters", "2", *FAST, "--runs-dir", str(runs)],
+               driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr
+    run_dir = run_dir_from(r.stdout)
+    state = json.loads((run_dir / "run.json").read_text())
+    assert state["iter_0_source"] == "init-from" and state["iter_0_path"] == str(prior)
+    assert state["iter_0_step"] == 3
+    it0 = json.loads((run_dir / "metrics.json").read_text())["iters"][0]
+    assert it0["source"] == "init-from" and it0["eval_acc"] == prior_acc
+    linked = run_dir / "iter_0" / "prime_out" / "weights" / "step_3"
+    assert linked.is_symlink() and linked.resolve() == (prior / "prime_out" / "weights" / "step_3").resolve()
+    # iter_0 was not trained again: only iter_1, run A and run B launched
+    outs = [Path(x["output_dir"]).parent.name for x in launches(tmp_path)[before:]]
+    assert outs == ["iter_1", "run_a_best_from_iter0", "run_b_combined_from_base"]
+    # iter_1 resumed from the inherited step, from real copies of the trees
+    staged = run_dir / "iter_1" / "prime_out" / "checkpoints" / "step_3"
+    assert staged.is_dir() and not staged.is_symlink()
