@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("dataset")
     v.add_argument("--weakness", required=True, help="the iteration's weakness.json")
     v.add_argument("--prior", action="append", default=[], help="a prior iteration's dataset (repeatable)")
+    v.add_argument("--env", help="hub env id for blind decontamination against its eval split "
+                                 "(default: the run directory's hub env when DATASET is inside one)")
     v.add_argument("--json", action="store_true")
     return p
 
@@ -249,12 +251,24 @@ def cmd_validate(a) -> int:
     from pathlib import Path
 
     from driver.gates import dataset as gate
+    from driver.gates import decontam
     from driver.state import read_json
 
     for f in [a.dataset, a.weakness, *a.prior]:
         if not Path(f).exists():
             raise _usage(f"{f} does not exist")
-    report = gate.check(Path(a.dataset), read_json(a.weakness), [Path(p) for p in a.prior])
+    fingerprints = None
+    run_dir = Path(a.dataset).resolve().parent.parent
+    try:
+        if a.env:
+            fingerprints = decontam.eval_fingerprints(sys.executable, a.env)
+        elif (run_dir / "hub_env.json").exists():
+            fingerprints = decontam.cached_fingerprints(run_dir, sys.executable,
+                                                        read_json(run_dir / "hub_env.json"))
+    except RuntimeError as e:
+        raise _usage(str(e)) from None
+    report = gate.check(Path(a.dataset), read_json(a.weakness), [Path(p) for p in a.prior],
+                        fingerprints)
     print(json.dumps(report.to_json(), indent=2) if a.json else report.render())
     return 0 if report.passed else 1
 

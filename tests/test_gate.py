@@ -8,11 +8,14 @@ import sys
 import pytest
 
 from driver.gates import dataset as gate
+from driver.gates import decontam
 from generators import clone_key
 from stock_arithmetic.data import build_splits
 from generators.stock_arithmetic import BUCKETS, FEATURE_DEFINITIONS, generate
 
 WEAKNESS = {
+    "prev_eval_acc": 0.3,
+    "reward_by_length_quartile": [0.4, 0.3, 0.2, 0.1],
     "domains": [{"name": d, "severity": "high", "evidence": "e",
                  "sub_domains": [{"name": s} for (d2, s) in BUCKETS if d2 == d]}
                 for d in dict.fromkeys(d for d, _ in BUCKETS)],
@@ -21,6 +24,11 @@ WEAKNESS = {
 }
 SKELETONS = [{"source": f"train_step_3_idx_{i}", "problem": r["info"]["problem"]}
              for i, r in enumerate(build_splits(0)["train"][:200])]
+
+
+@pytest.fixture(scope="module")
+def fingerprints():
+    return decontam.eval_fingerprints(sys.executable, "stock_arithmetic")
 
 
 @pytest.fixture(scope="module")
@@ -34,36 +42,137 @@ def lines(rep):
     return {n: ok for n, ok, _ in rep.lines}
 
 
-def test_builtin_generator_passes_every_line(good):
-    rep = gate.check(good, WEAKNESS)
+def test_builtin_generator_passes_every_line(good, fingerprints):
+    rep = gate.check(good, WEAKNESS, eval_fingerprints=fingerprints)
     assert rep.passed, rep.render()
     assert rep.rows == 600
 
 
-def _mutate(good, tmp_path, fn):
+def _mutate(good, tmp_path, fn, fingerprints=None, weakness=WEAKNESS):
     rows = [json.loads(l) for l in good.read_text().splitlines()]
     rows = fn(rows)
     p = tmp_path / "bad.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return gate.check(p, WEAKNESS)
+    return gate.check(p, weakness, eval_fingerprints=fingerprints)
+
+
+def _info(r, **kw):
+    return dict(r, info=dict(r["info"], **kw))
+
+
+FIRST_BUCKET = BUCKETS and next(iter(BUCKETS))
+
+
+def _two(features, i):
+    """Two of a row's features, rotating which two so that every feature keeps its coverage."""
+    if len(features) < 3:
+        return features
+    k = i % len(features)
+    return [features[k], features[(k + 1) % len(features)]]
 
 
 @pytest.mark.parametrize("line, fn", [
-    ("row count in [500, 1000]", lambda rows: rows[:450]),
-    ("hard >=40%", lambda rows: [dict(r, info=dict(r["info"], difficulty="medium")) for r in rows]),
-    ("easy <=20%", lambda rows: [dict(r, info=dict(r["info"], difficulty="easy")) if i % 4 == 0 else r for i, r in enumerate(rows)]),
-    ("skeleton-source (>=30%)", lambda rows: [dict(r, info=dict(r["info"], source="template:x")) for r in rows]),
-    (">=3 domains", lambda rows: [r for r in rows if r["info"]["domain"] != "long running totals"] + rows[:100]),
+    ("rows well-formed", lambda rows: rows[:-1] + [{"question": "q", "answer": "1"}]),
+    ("row count in [500, 1000]", lambda rows: [r for i, r in enumerate(rows) if i % 4]),
+    ("every domain >=2 sub-domains", lambda rows: [
+        _info(r, sub_domain=[s for d, s in BUCKETS if d == r["info"]["domain"]][0])
+        if r["info"]["domain"] == "long running totals" else r for r in rows]),
+    ("smallest (domain, sub_domain) >=3%", lambda rows: [
+        r for r in rows if (r["info"]["domain"], r["info"]["sub_domain"]) != FIRST_BUCKET]
+        + [r for r in rows if (r["info"]["domain"], r["info"]["sub_domain"]) == FIRST_BUCKET][:12]),
+    ("hard >=40%", lambda rows: [_info(r, difficulty="medium") for r in rows]),
+    ("easy <=20%", lambda rows: [_info(r, difficulty="easy") if i % 4 == 0 else r for i, r in enumerate(rows)]),
+    (">=2 features (>=80%)", lambda rows: [_info(r, structural_features=r["info"]["structural_features"][:1])
+                                           if i % 4 == 0 else r for i, r in enumerate(rows)]),
+    (">=3 features (>=40%)", lambda rows: [_info(r, structural_features=_two(r["info"]["structural_features"], i))
+                                           for i, r in enumerate(rows)]),
+    ("per-feature coverage (each >=10%)", lambda rows: [
+        _info(r, structural_features=[f for f in r["info"]["structural_features"] if f != "distractor_numbers"]
+              + (["interleaved_order"] if "interleaved_order" not in r["info"]["structural_features"] else []))
+        for r in rows]),
+    ("features defined in weakness report", lambda rows: [
+        _info(r, structural_features=r["info"]["structural_features"] + ["made_up_feature"]) for r in rows]),
+    ("skeleton-source (>=30%)", lambda rows: [_info(r, source="template:x") for r in rows]),
+    ("every bucket is in the weakness report", lambda rows: [_info(r, sub_domain="new label") if i < 30 else r
+                                                             for i, r in enumerate(rows)]),
     ("no duplicate rows", lambda rows: rows[:-1] + [rows[0]]),
-    ("every bucket is in the weakness report", lambda rows: [dict(r, info=dict(r["info"], sub_domain="new label")) if i < 30 else r for i, r in enumerate(rows)]),
+    ("no reasoning depth >70% within a bucket", lambda rows: [_info(r, reasoning_depth=4) for r in rows]),
 ])
-def test_crafted_datasets_fail_their_line(good, tmp_path, line, fn):
-    rep = _mutate(good, tmp_path, fn)
-    assert lines(rep)[line] is False
-    assert not rep.passed
+def test_each_crafted_dataset_fails_exactly_its_line(good, tmp_path, fingerprints, line, fn):
+    rep = _mutate(good, tmp_path, fn, fingerprints)
+    failed = [n for n, ok, _ in rep.lines if not ok]
+    assert failed == [line], rep.render()
 
 
-def test_clones_are_caught_within_and_across_iterations(good, tmp_path):
+def test_two_domains_fail_only_the_domain_count(good, tmp_path, fingerprints):
+    merged = "carry-heavy deliveries"
+    weakness = json.loads(json.dumps(WEAKNESS))
+    lrt = next(d for d in weakness["domains"] if d["name"] == "long running totals")
+    next(d for d in weakness["domains"] if d["name"] == merged)["sub_domains"] += lrt["sub_domains"]
+    weakness["allocations"].update({f"{merged} / {s['name']}": 100 for s in lrt["sub_domains"]})
+    rep = _mutate(good, tmp_path, lambda rows: [_info(r, domain=merged) if r["info"]["domain"] ==
+                                                "long running totals" else r for r in rows],
+                  fingerprints, weakness=weakness)
+    assert [n for n, ok, _ in rep.lines if not ok] == [">=3 domains"], rep.render()
+
+
+def test_weakness_json_problems_are_named_field_by_field(good, tmp_path, fingerprints):
+    bad = json.loads(json.dumps(WEAKNESS))
+    bad["domains"][0]["severity"] = "urgent"
+    bad["domains"][1]["sub_domains"] = bad["domains"][1]["sub_domains"][:1]
+    bad["structural_features"] = bad["structural_features"][:2]
+    del bad["prev_eval_acc"]
+    rep = _mutate(good, tmp_path, lambda rows: rows, fingerprints, weakness=bad)
+    detail = dict((n, d) for n, _, d in rep.lines)["weakness.json valid"]
+    for field in ("domains.0.severity", "domains.1.sub_domains", "structural_features", "prev_eval_acc"):
+        assert field in detail, detail
+    allocs = json.loads(json.dumps(WEAKNESS))
+    allocs["allocations"] = {k: 20 for k in allocs["allocations"]}        # sums to 120
+    from driver.gates import weakness
+    assert any("sum to 120" in p for p in weakness.problems(allocs))
+
+
+def test_decontamination_finds_planted_eval_items_and_prints_none_of_them(good, tmp_path, fingerprints):
+    import verifiers as vf
+
+    evals = list(vf.load_environment("stock_arithmetic").get_eval_dataset())
+    planted = [evals[3], evals[50]]
+    texts = [decontam.row_text(e) for e in planted]
+    reworded = texts[1].replace("starts the day with", "begins with").replace("How many", "What number")
+
+    def plant(rows):
+        rows = list(rows)
+        rows[10] = dict(rows[10], question=texts[0])
+        rows[20] = dict(rows[20], question=reworded)
+        return rows
+
+    rep = _mutate(good, tmp_path, plant, fingerprints)
+    assert [n for n, ok, _ in rep.lines if not ok] == ["no overlap with the eval split (blind)"]
+    detail = dict((n, d) for n, _, d in rep.lines)["no overlap with the eval split (blind)"]
+    assert "2 of our rows" in detail and "lines 11, 21" in detail
+    out = rep.render() + json.dumps(rep.to_json())
+    for t in texts:
+        assert t not in out and t[:40] not in out
+    # the fingerprints themselves are hashes: no eval text in them either
+    assert not any(" " in h for row in fingerprints["rows"] for h in row)
+
+
+def test_round_trip_fails_loudly_on_a_template_that_disagrees_with_its_answer(good):
+    from generators import round_trip
+
+    rows = [json.loads(l) for l in good.read_text().splitlines()][:40]
+    round_trip("stock_arithmetic", rows)                      # the real templates agree
+    key = (rows[0]["info"]["domain"], rows[0]["info"]["sub_domain"])
+    def corrupt(r):  # the template's reasoning now ends in another number than its answer
+        return _info(r, reasoning=r["info"]["reasoning"].replace('"final_stock": ', '"final_stock": 1'))
+
+    broken = [corrupt(r) if (r["info"]["domain"], r["info"]["sub_domain"]) == key else r
+              for r in rows]
+    with pytest.raises(AssertionError, match=f"round-trip failed for template {key[0]} / {key[1]}"):
+        round_trip("stock_arithmetic", broken)
+
+
+def test_clones_are_caught_within_and_across_iterations(good, tmp_path, fingerprints):
     assert clone_key("Sally has 5 apples and gives Sarah 7.") == clone_key("Sally has 9 apples and gives Mira 2.")
     rows = [json.loads(l) for l in good.read_text().splitlines()]
     source = next(r for r in rows if "1" in r["question"] or "2" in r["question"])
@@ -72,18 +181,18 @@ def test_clones_are_caught_within_and_across_iterations(good, tmp_path):
     for name in ("Amara", "Bruno", "Chen", "Dalia", "Emeka", "Farah"):
         renumbered = renumbered.replace(name, "Zora")          # and renamed
     renamed = dict(source, question=renumbered)
-    rep = _mutate(good, tmp_path, lambda rs: rs[:-1] + [renamed])
-    assert lines(rep)["no clone pairs"] is False
-    rep = gate.check(good, WEAKNESS, prior=[good])
+    rep = _mutate(good, tmp_path, lambda rs: rs[:-1] + [renamed], fingerprints)
+    assert [n for n, ok, _ in rep.lines if not ok] == ["no clone pairs"]
+    rep = gate.check(good, WEAKNESS, prior=[good], eval_fingerprints=fingerprints)
     assert lines(rep)["no clone of a prior iteration's row"] is False
 
 
 def test_validate_cli_prints_each_line_and_exit_code(good, tmp_path):
     w = tmp_path / "weakness.json"
     w.write_text(json.dumps(WEAKNESS))
-    r = subprocess.run([sys.executable, "-m", "driver.cli", "validate", str(good), "--weakness", str(w)],
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "driver.cli", "validate", str(good), "--weakness", str(w),
+                        "--env", "stock_arithmetic"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.count(": True") == len(r.stdout.strip().splitlines())
     r = subprocess.run([sys.executable, "-m", "driver.cli", "validate", str(good), "--weakness", str(w),
-                        "--prior", str(good), "--json"], capture_output=True, text=True)
+                        "--prior", str(good), "--json", "--env", "stock_arithmetic"], capture_output=True, text=True)
     assert r.returncode == 1 and json.loads(r.stdout)["passed"] is False

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MIN_ROWS, MAX_ROWS = 500, 1000
+from driver.gates import decontam
+from driver.gates import weakness as weakness_schema
 from generators.core import clone_key
 
 
@@ -57,8 +59,13 @@ def load_rows(path: Path) -> tuple[list[dict], list[str]]:
     return rows, problems
 
 
-def check(dataset: Path, weakness: dict, prior: list[Path] = ()) -> GateReport:
+def check(dataset: Path, weakness: dict, prior: list[Path] = (),
+          eval_fingerprints: dict | None = None) -> GateReport:
+    """Every line of the gate. eval_fingerprints (from decontam.eval_fingerprints) enables the
+    blind decontamination line; without them that line is False and says how to get them."""
     rep = GateReport()
+    bad_fields = weakness_schema.problems(weakness)
+    rep.add("weakness.json valid", not bad_fields, "; ".join(bad_fields[:8]))
     rows, problems = load_rows(dataset)
     rep.rows = len(rows)
     rep.add("rows well-formed", not problems, "; ".join(problems[:5]))
@@ -96,7 +103,9 @@ def check(dataset: Path, weakness: dict, prior: list[Path] = ()) -> GateReport:
     exact = collections.Counter((r["question"], r["answer"]) for r in rows)
     dups = sum(c - 1 for c in exact.values() if c > 1)
     rep.add("no duplicate rows", dups == 0, f"{dups} duplicates")
-    keys = collections.Counter(clone_key(r["question"]) for r in rows)
+    # clones among distinct rows (an exact duplicate is reported by the line above)
+    distinct = {(r["question"], r["answer"]): r for r in rows}.values()
+    keys = collections.Counter(clone_key(r["question"]) for r in distinct)
     clones = sum(c - 1 for c in keys.values() if c > 1)
     rep.add("no clone pairs", clones == 0, f"{clones} clones")
     prior_keys: set[str] = set()
@@ -115,4 +124,12 @@ def check(dataset: Path, weakness: dict, prior: list[Path] = ()) -> GateReport:
             depth_ok, worst = False, f"{b[0]}/{b[1]}: {share:.2f}"
             break
     rep.add("no reasoning depth >70% within a bucket", depth_ok, worst)
+    if eval_fingerprints is None:
+        rep.add("no overlap with the eval split (blind)", False,
+                "no eval fingerprints: run inside a run directory or pass --env ENV")
+    else:
+        hits = decontam.overlapping_rows(rows, eval_fingerprints)
+        rep.add("no overlap with the eval split (blind)", not hits,
+                f"{len(hits)} of our rows share an eval {eval_fingerprints['n']}-gram: lines "
+                + ", ".join(map(str, hits[:10])) if hits else "")
     return rep

@@ -5,24 +5,18 @@ Every iteration resumes from iter_0's checkpoint (the anchor), never from base o
 from __future__ import annotations
 
 import json
-import os
-import resource
-import subprocess
-import sys
 from pathlib import Path
 
-from driver import envs, evaluation, faults, scratchpad, teachers
+from driver import envs, evaluation, faults, generator, scratchpad, teachers
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.gates import aux_rewards as aux_gate
 from driver.gates import dataset as gate
+from driver.gates import decontam
 from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200
-GENERATOR_TIMEOUT_S = 600
-GENERATOR_MEMORY_BYTES = 4 * 1024 ** 3
-_SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
 
 def arm_for(ctx: Ctx, n: int) -> Arm:
@@ -90,42 +84,6 @@ def weakness(ctx: Ctx, n: int) -> None:
 # --------------------------------------------------------------------------------------------
 # dataset: run the generator, gate its rows
 
-def scrubbed_env() -> dict:
-    """The generator's environment: no API keys or tokens."""
-    env = {k: v for k, v in os.environ.items()
-           if not any(h in k.upper() for h in _SECRET_HINTS) and not k.startswith("DRIVER_FAULT")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (GENERATOR_MEMORY_BYTES, GENERATOR_MEMORY_BYTES))
-
-
-def run_generator(iter_dir: Path, timeout: float = GENERATOR_TIMEOUT_S) -> dict:
-    """Run gen_dataset.py in its own directory with a time and a memory limit. Only the script
-    writes dataset.jsonl: any stale file is removed first, and both hashes are recorded."""
-    script = iter_dir / "gen_dataset.py"
-    out = iter_dir / "dataset.jsonl"
-    if out.exists():
-        out.unlink()
-    log = iter_dir / "gen_dataset.log"
-    with open(log, "w") as f:
-        try:
-            r = subprocess.run([sys.executable, script.name], cwd=iter_dir, stdout=f,
-                               stderr=subprocess.STDOUT, timeout=timeout, env=scrubbed_env(),
-                               preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return {"ok": False, "reason": f"generator timed out after {timeout:.0f}s"}
-    tail = "\n".join(log.read_text(errors="replace").splitlines()[-15:])
-    if r.returncode != 0:
-        return {"ok": False, "reason": f"generator exited {r.returncode}:\n{tail}"}
-    if not out.exists():
-        return {"ok": False, "reason": "generator finished without writing dataset.jsonl"}
-    return {"ok": True, "script_sha256": envs.file_sha256(script),
-            "dataset_sha256": envs.file_sha256(out)}
-
-
 def dataset(ctx: Ctx, n: int) -> str:
     """Returns "ok", "retry" (back to the teacher with the gate's lines) or "skip"."""
     d = ctx.iter_dir(n)
@@ -134,14 +92,15 @@ def dataset(ctx: Ctx, n: int) -> str:
             read_json(record).get("dataset_sha256") == envs.file_sha256(d / "dataset.jsonl"):
         return "ok"
     faults.point("dataset:before-generator")
-    run = run_generator(d)
+    run = generator.run(d)
     faults.point("dataset:after-generator")
     failures: list[str]
     if run["ok"]:
         weakness_json = read_json(d / "weakness.json")
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
-        report = gate.check(d / "dataset.jsonl", weakness_json, prior)
+        report = gate.check(d / "dataset.jsonl", weakness_json, prior,
+                            decontam.cached_fingerprints(ctx.rd.path, ctx.backend.python, ctx.hub))
         if (d / "aux_rewards.py").exists():
             report.lines += aux_gate.check(d / "aux_rewards.py", weakness_json).lines
         failures = report.failures()

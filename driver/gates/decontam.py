@@ -1,0 +1,89 @@
+"""Blind decontamination: does a generated row reproduce an item of the hub env's eval split?
+
+The eval split is read only inside a subprocess (the interpreter that loads the env), which
+returns, per eval row, hashes of its rare word 8-grams and nothing else, so no eval text ever
+reaches the driver, its logs or the teacher. N-grams found in many eval rows (template
+boilerplate) are dropped there. One of our rows is flagged when it covers at least
+COVERAGE of some single eval row's rare 8-grams: on StockArithmetic, distinct train problems
+reach at most 0.52 by chance while a reworded copy of an eval problem reaches 0.77. The report
+names *our* rows only.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+# Shared verbatim by the driver and the eval-side subprocess, so both hash identically.
+FINGERPRINT_SRC = r'''
+import hashlib, re
+N = 8
+def grams(text):
+    toks = re.sub(r"[^a-z0-9]+", " ", str(text).lower()).split()
+    return {hashlib.sha1(" ".join(toks[i:i + N]).encode()).hexdigest()[:16]
+            for i in range(max(0, len(toks) - N + 1))}
+def row_text(row):
+    if row.get("question"):
+        return row["question"]
+    msgs = [m for m in (row.get("prompt") or []) if isinstance(m, dict) and m.get("role") == "user"]
+    return msgs[-1].get("content", "") if msgs else ""
+'''
+
+_EVAL_SIDE = FINGERPRINT_SRC + r'''
+import collections, json, sys
+import verifiers as vf
+env = vf.load_environment(sys.argv[1], **json.loads(sys.argv[2]))
+ds = env.get_eval_dataset()
+df = collections.Counter()
+for row in ds:
+    df.update(grams(row_text(row)))
+limit = max(2, len(ds) // 100)
+rows = [sorted(h for h in grams(row_text(row)) if df[h] <= limit) for row in ds]
+print("@@" + json.dumps({"n": N, "eval_rows": len(ds), "rows": [r for r in rows if r]}))
+'''
+
+_ns: dict = {}
+exec(FINGERPRINT_SRC, _ns)
+grams, row_text = _ns["grams"], _ns["row_text"]
+
+
+def eval_fingerprints(python: str, env_id: str, env_args: dict | None = None) -> dict:
+    r = subprocess.run([python, "-c", _EVAL_SIDE, env_id, json.dumps(env_args or {})],
+                       capture_output=True, text=True, timeout=600)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("@@")), None)
+    if r.returncode != 0 or line is None:
+        # the error text is the loader's, never eval rows
+        raise RuntimeError(f"could not fingerprint the eval split of {env_id}: "
+                           f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return json.loads(line[2:])
+
+
+def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
+    path = Path(run_dir) / "eval_fingerprints.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    fp = eval_fingerprints(python, hub["env_id"], hub.get("env_args"))
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fp))
+    tmp.replace(path)
+    return fp
+
+
+COVERAGE = 0.6
+
+
+def overlapping_rows(rows: list[dict], fingerprints: dict) -> list[int]:
+    """1-based line numbers of our rows that cover >= COVERAGE of one eval row's rare 8-grams."""
+    import collections
+
+    eval_rows = [set(r) for r in fingerprints["rows"]]
+    where = collections.defaultdict(list)
+    for j, hashes in enumerate(eval_rows):
+        for h in hashes:
+            where[h].append(j)
+    hits = []
+    for i, r in enumerate(rows):
+        shared = collections.Counter(j for h in grams(row_text(r)) for j in where.get(h, ()))
+        if any(c / len(eval_rows[j]) >= COVERAGE for j, c in shared.items()):
+            hits.append(i + 1)
+    return hits

@@ -1,0 +1,128 @@
+"""Running a teacher's gen_dataset.py: its own directory as cwd, a time and a memory limit, no
+secrets in its environment, output captured, and an in-process guard that stops it from
+writing outside its directory, opening network connections or starting other programs.
+
+The guard is a Python audit hook installed before the script runs. It is a seat belt against
+mistakes (a generator that writes into another iteration, or fetches data), not a security
+boundary against hostile code.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from driver import envs
+
+TIMEOUT_S = 600
+MEMORY_BYTES = 4 * 1024 ** 3
+_SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+
+GUARD = r'''
+import os, runpy, sys
+ROOT = os.path.realpath(os.getcwd())
+sys.dont_write_bytecode = True
+_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_busy = []
+
+_HARMLESS = {os.devnull, "/dev/stdout", "/dev/stderr"}
+
+def _inside(p):
+    if p is None or isinstance(p, int):
+        return True
+    rp = os.path.realpath(os.path.join(os.getcwd(), os.fsdecode(p)))
+    return rp == ROOT or rp.startswith(ROOT + os.sep) or rp in _HARMLESS
+
+def _deny(what):
+    raise PermissionError(f"generator blocked: {what}. A generator may write only inside its "
+                          f"own directory ({ROOT}), and may not use the network or start programs.")
+
+_PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1),
+                "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,),
+                "os.chown": (0,), "os.utime": (0,), "os.chdir": (0,), "shutil.rmtree": (0,),
+                "shutil.copyfile": (1,), "shutil.copytree": (1,), "shutil.move": (1,)}
+_PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                   "os.fork", "os.forkpty", "pty.spawn")
+
+def _hook(event, args):
+    if _busy:
+        return
+    _busy.append(1)
+    try:
+        if event == "open":
+            path, mode, flags = args
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and flags & _WRITE)
+            if writing and not _inside(path):
+                _deny(f"writing {os.fsdecode(path)!r} outside its directory")
+        elif event in _PATH_EVENTS:
+            for i in _PATH_EVENTS[event]:
+                if i < len(args) and not _inside(args[i]):
+                    _deny(f"{event} on {os.fsdecode(args[i])!r} outside its directory")
+        elif event in ("socket.connect", "socket.getaddrinfo", "socket.sendto"):
+            _deny(f"network access ({event})")
+        elif event in _PROCESS_EVENTS:
+            _deny(f"starting a program ({event})")
+    finally:
+        _busy.pop()
+
+sys.addaudithook(_hook)
+sys.argv = [sys.argv[1]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def scrubbed_env(home: Path) -> dict:
+    """No API keys or tokens; caches and temp files inside the generator's directory."""
+    env = {k: v for k, v in os.environ.items()
+           if not any(h in k.upper() for h in _SECRET_HINTS) and not k.startswith("DRIVER_FAULT")}
+    home.mkdir(parents=True, exist_ok=True)
+    env.update({"PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(home),
+                "XDG_CACHE_HOME": str(home / "cache"), "HF_HOME": str(home / "hf"),
+                "TMPDIR": str(home / "tmp"), "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1"})
+    (home / "tmp").mkdir(exist_ok=True)
+    return env
+
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BYTES, MEMORY_BYTES))
+
+
+def _crash_site(log_text: str) -> str:
+    """The innermost frame of the script itself: the template that crashed."""
+    site = ""
+    for line in log_text.splitlines():
+        s = line.strip()
+        if s.startswith('File "') and "gen_dataset.py" in s and ", in " in s:
+            site = s.split(", in ", 1)[1]
+    return site
+
+
+def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
+    """Run gen_dataset.py. Only the script writes dataset.jsonl: a stale one is removed first,
+    and the hashes of both the script and the dataset are recorded."""
+    script = iter_dir / "gen_dataset.py"
+    out = iter_dir / "dataset.jsonl"
+    if out.exists():
+        out.unlink()
+    log = iter_dir / "gen_dataset.log"
+    with open(log, "w") as f:
+        try:
+            r = subprocess.run([sys.executable, "-c", GUARD, script.name], cwd=iter_dir, stdout=f,
+                               stderr=subprocess.STDOUT, timeout=timeout,
+                               env=scrubbed_env(iter_dir / ".generator_home"),
+                               preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return {"ok": False, "reason": f"generator timed out after {timeout:.0f}s and was stopped"}
+    text = log.read_text(errors="replace")
+    tail = "\n".join(text.splitlines()[-15:])
+    if r.returncode != 0:
+        site = _crash_site(text)
+        where = f" in {site}" if site else ""
+        return {"ok": False, "reason": f"generator crashed{where} (exit {r.returncode}):\n{tail}"}
+    if not out.exists():
+        return {"ok": False, "reason": "generator finished without writing dataset.jsonl"}
+    return {"ok": True, "script_sha256": envs.file_sha256(script),
+            "dataset_sha256": envs.file_sha256(out)}

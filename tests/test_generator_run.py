@@ -1,0 +1,60 @@
+"""Running a teacher's generator: crashes name the template, hangs are stopped, and writes
+outside its directory, network access and child programs are blocked with a clear error."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from driver import generator
+
+
+def run(tmp_path, body: str, timeout: float = 60, **env):
+    d = tmp_path / "run" / "iter_1"
+    d.mkdir(parents=True)
+    (d / "gen_dataset.py").write_text(body)
+    return d, generator.run(d, timeout=timeout)
+
+
+def test_a_well_behaved_generator_writes_its_dataset_and_both_hashes_are_recorded(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    d, res = run(tmp_path, "import json, os\n"
+                           "open('scratch.txt', 'w').write('ok'); open(os.devnull, 'w').write('x')\n"
+                           "os.makedirs('sub', exist_ok=True); open('sub/x', 'w').write('1')\n"
+                           "with open('dataset.jsonl', 'w') as f:\n"
+                           "    f.write(json.dumps({'key_seen': 'OPENAI_API_KEY' in os.environ}) + '\\n')\n")
+    assert res["ok"], res
+    assert len(res["script_sha256"]) == 64 and len(res["dataset_sha256"]) == 64
+    assert json.loads((d / "dataset.jsonl").read_text()) == {"key_seen": False}
+
+
+def test_a_crash_names_the_template(tmp_path):
+    _, res = run(tmp_path, "def tpl_borrow_chain(params):\n    return params['missing']\n"
+                           "rows = [tpl_borrow_chain({}) for _ in range(3)]\n")
+    assert not res["ok"] and "crashed in tpl_borrow_chain" in res["reason"] and "KeyError" in res["reason"]
+
+
+def test_a_hang_is_stopped(tmp_path):
+    _, res = run(tmp_path, "while True:\n    pass\n", timeout=2)
+    assert not res["ok"] and "timed out after 2s" in res["reason"]
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("open('../iter_2_dataset.jsonl', 'w').write('x')", "outside its directory"),
+    ("import os; os.rename('gen_dataset.py', '../moved.py')", "outside its directory"),
+    ("import shutil; shutil.copyfile('gen_dataset.py', '/tmp/escaped_gen.py')", "outside its directory"),
+    ("import os; os.chdir('..'); open('x', 'w')", "outside its directory"),
+    ("import socket; socket.create_connection(('127.0.0.1', 9), timeout=1)", "network access"),
+    ("import subprocess; subprocess.run(['touch', '../x'])", "starting a program"),
+    ("import os; os.system('touch ../x')", "starting a program"),
+])
+def test_escapes_are_blocked_with_a_clear_error(tmp_path, body, needle):
+    d, res = run(tmp_path, body + "\n")
+    assert not res["ok"] and "generator blocked" in res["reason"] and needle in res["reason"]
+    outside = [p for p in (tmp_path / "run").iterdir() if p.name != "iter_1"]
+    assert outside == [] and not (d / "dataset.jsonl").exists()
+
+
+def test_no_dataset_is_an_error(tmp_path):
+    _, res = run(tmp_path, "print('forgot to write')\n")
+    assert not res["ok"] and "without writing dataset.jsonl" in res["reason"]
