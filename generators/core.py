@@ -31,6 +31,40 @@ def prior_clone_keys(paths) -> set[str]:
 REQUIRED_INFO = ("domain", "sub_domain", "difficulty", "structural_features", "source", "reasoning")
 
 
+def bucket_plan(weakness: dict, buckets: dict, family: str):
+    """(key, constraint, target rows) for each (domain, sub_domain) of the weakness report, in
+    the report's order. A bucket with no template is an error naming the family to extend."""
+    for dom in weakness["domains"]:
+        for sub in dom["sub_domains"]:
+            key = (dom["name"], sub["name"])
+            if key not in buckets:
+                raise ValueError(f"no template for bucket {key}; add one to generators.{family}")
+            yield key, buckets[key], weakness["allocations"][f"{key[0]} / {key[1]}"]
+
+
+class BucketQuota:
+    """One bucket's bookkeeping: no reasoning depth above max_depth_share (checked once the
+    bucket has 10 rows), and no clone of any row already claimed (`seen` is shared across
+    buckets and pre-filled with prior iterations' clone keys)."""
+
+    def __init__(self, seen: set, max_depth_share: float):
+        self.seen, self.max_share = seen, max_depth_share
+        self.depths: dict = {}
+        self.made = 0
+
+    def depth_ok(self, depth) -> bool:
+        return self.made < 10 or (self.depths.get(depth, 0) + 1) / (self.made + 1) <= self.max_share
+
+    def claim(self, question: str, depth) -> bool:
+        key = clone_key(question)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.depths[depth] = self.depths.get(depth, 0) + 1
+        self.made += 1
+        return True
+
+
 def seeded_rng(seed: int, *salt) -> random.Random:
     return random.Random("|".join(str(s) for s in (seed, *salt)))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 
-from generators.core import RowWriter, clone_key, prior_clone_keys
+from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
 
 MAX_OPERAND = 50  # the train split's range, read from train rows by the teacher
 
@@ -208,55 +208,44 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
     usable = [s for s in skeletons if valid(s["problem"])]
-    for dom in weakness["domains"]:
-        for sub in dom["sub_domains"]:
-            key = (dom["name"], sub["name"])
-            constraint = BUCKETS.get(key)
-            if constraint is None:
-                raise ValueError(f"no template for bucket {key}; add one to generators.stock_arithmetic")
-            target = weakness["allocations"][f"{key[0]} / {key[1]}"]
-            made = 0
-            attempts = 0
-            depth_counts: dict[int, int] = {}
-            skel_made, skel_misses = 0, 0
-            while made < target:
-                attempts += 1
-                if attempts > target * 5000:
-                    raise RuntimeError(f"template {key} cannot reach {target} rows")
-                want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
-                # keep the skeleton share at its target in every bucket, unless no failed
-                # skeleton fits this bucket's structure (then fresh samples fill it)
-                behind = skel_made < skeleton_share * (made + 1)
-                use_skeleton = bool(usable) and skel_misses < 20000 and (behind or rng.random() < skeleton_share)
-                if use_skeleton:
-                    sk = rng.choice(usable)
-                    p, source = perturb(sk["problem"], rng), f"skeleton:{sk['source']}"
-                else:
-                    p, source = sample_problem(rng), f"template:{key[1]}"
-                if not valid(p) or not constraint(p):
-                    skel_misses += use_skeleton
-                    continue
-                distractor = rng.random() < 0.45
-                interleaved = rng.random() < 0.3
-                feats = features(p, distractor, interleaved)
-                if difficulty(feats) != want:
-                    continue
-                dp = depth(p)
-                if made >= 10 and (depth_counts.get(dp, 0) + 1) / (made + 1) > MAX_DEPTH_SHARE:
-                    continue
-                question = render(p, rng, distractor, interleaved)
-                key_ = clone_key(question)
-                if key_ in seen:
-                    continue
-                seen.add(key_)
-                depth_counts[dp] = depth_counts.get(dp, 0) + 1
-                skel_made += use_skeleton
-                writer.add(question, str(solve(p)), {
-                    "domain": key[0], "sub_domain": key[1], "difficulty": want,
-                    "structural_features": feats, "source": source,
-                    "reasoning": reference_completion(p), "reasoning_depth": dp,
-                    "problem": p,
-                })
-                made += 1
+    for key, constraint, target in bucket_plan(weakness, BUCKETS, "stock_arithmetic"):
+        attempts = 0
+        quota = BucketQuota(seen, MAX_DEPTH_SHARE)
+        skel_made, skel_misses = 0, 0
+        while quota.made < target:
+            attempts += 1
+            if attempts > target * 5000:
+                raise RuntimeError(f"template {key} cannot reach {target} rows")
+            want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
+            # keep the skeleton share at its target in every bucket, unless no failed
+            # skeleton fits this bucket's structure (then fresh samples fill it)
+            behind = skel_made < skeleton_share * (quota.made + 1)
+            use_skeleton = bool(usable) and skel_misses < 20000 and (behind or rng.random() < skeleton_share)
+            if use_skeleton:
+                sk = rng.choice(usable)
+                p, source = perturb(sk["problem"], rng), f"skeleton:{sk['source']}"
+            else:
+                p, source = sample_problem(rng), f"template:{key[1]}"
+            if not valid(p) or not constraint(p):
+                skel_misses += use_skeleton
+                continue
+            distractor = rng.random() < 0.45
+            interleaved = rng.random() < 0.3
+            feats = features(p, distractor, interleaved)
+            if difficulty(feats) != want:
+                continue
+            dp = depth(p)
+            if not quota.depth_ok(dp):
+                continue
+            question = render(p, rng, distractor, interleaved)
+            if not quota.claim(question, dp):
+                continue
+            skel_made += use_skeleton
+            writer.add(question, str(solve(p)), {
+                "domain": key[0], "sub_domain": key[1], "difficulty": want,
+                "structural_features": feats, "source": source,
+                "reasoning": reference_completion(p), "reasoning_depth": dp,
+                "problem": p,
+            })
     writer.write()
     return writer.rows

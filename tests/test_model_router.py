@@ -52,3 +52,35 @@ def test_table_is_generated_deterministically_and_has_ties():
     assert t == build_table(0) and len(t) == 300
     assert any(sum(m["resolved"] for m in task["per_model"].values()) >= 2 for task in t)
     assert any(not any(m["resolved"] for m in task["per_model"].values()) for task in t)
+
+
+def test_family_generator_passes_the_gate_honestly_and_its_answers_are_the_oracle(tmp_path):
+    import sys
+
+    import verifiers as vf
+
+    from driver.gates import dataset as gate
+    from driver.gates import decontam
+    from generators import round_trip
+    from generators.model_router import BUCKETS, FEATURE_DEFINITIONS, generate
+    from model_router.table import oracle_pick
+
+    weakness = {
+        "prev_eval_acc": 0.4, "reward_by_length_quartile": [0.5, 0.4, 0.3, 0.2],
+        "domains": [{"name": d, "severity": "high", "evidence": "failed train routes",
+                     "sub_domains": [{"name": s} for (d2, s) in BUCKETS if d2 == d]}
+                    for d in dict.fromkeys(d for d, _ in BUCKETS)],
+        "allocations": {f"{d} / {s}": 100 for d, s in BUCKETS},
+        "structural_features": [{"name": k, "definition": v} for k, v in FEATURE_DEFINITIONS.items()],
+    }
+    train = list(vf.load_environment("model_router").get_dataset())
+    skeletons = [{"source": f"train_step_2_idx_{i}", "info": r["info"]} for i, r in enumerate(train[:120])]
+    out = tmp_path / "dataset.jsonl"
+    rows = generate(weakness, skeletons, out=str(out), seed=3)
+    assert len(rows) == 600
+    assert all(r["answer"] == oracle_pick(r["info"]["per_model"]) for r in rows)
+    assert all(BUCKETS[(r["info"]["domain"], r["info"]["sub_domain"])](r["info"]) for r in rows)
+    round_trip("model_router", rows)          # the hub rubric gives every template's reasoning 1.0
+    fp = decontam.eval_fingerprints(sys.executable, "model_router")
+    rep = gate.check(out, weakness, eval_fingerprints=fp)
+    assert rep.passed, rep.render()
