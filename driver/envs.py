@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from driver import faults, resources
+from driver.gates import decontam
 from driver.errors import DriverError
 
 BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
@@ -59,7 +60,7 @@ print("@@HUB@@" + json.dumps({
     "train_columns": list(train.column_names),
     "sample_train_rows": samples,
 }, default=str))
-"""
+""" + decontam.EVAL_SIDE_BODY
 
 _COUNT_ROWS = r"""
 import sys
@@ -131,6 +132,13 @@ def ensure_installed(python: str, env_id: str) -> None:
 
 
 def introspect(python: str, env_id: str, env_args: dict | None = None) -> dict:
+    return introspect_with_fingerprints(python, env_id, env_args)[0]
+
+
+def introspect_with_fingerprints(python: str, env_id: str,
+                                 env_args: dict | None = None) -> tuple[dict, dict | None]:
+    """hub_env.json's content, and the eval split's decontamination fingerprints (hashes
+    only), from one load of the env."""
     ensure_installed(python, env_id)
     r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {})])
     payload = _marker_line(r.stdout, "@@HUB@@")
@@ -141,7 +149,8 @@ def introspect(python: str, env_id: str, env_args: dict | None = None) -> dict:
     info["env_id"] = env_id
     info["env_args"] = env_args or {}
     info["answer_format_instruction"] = answer_format_instruction(info["system_prompt"])
-    return info
+    fp = _marker_line(r.stdout, "@@FP@@")
+    return info, (json.loads(fp) if fp else None)
 
 
 # --------------------------------------------------------------------------------------------

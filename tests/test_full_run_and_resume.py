@@ -72,6 +72,12 @@ def test_uninterrupted_run_completes_every_phase(reference):
     assert "resume_step" not in (run_dir / "run_b_combined_from_base" / "rl.toml").read_text()
     state = json.loads((run_dir / "run.json").read_text())
     assert state["end_ts"] >= state["start_ts"] and state["total_duration_s"] > 0
+    # the gate's decontamination fingerprints came with introspection: hashes, no eval text
+    fp = json.loads((run_dir / "eval_fingerprints.json").read_text())
+    assert fp["eval_rows"] == 200 and fp["rows"]
+    assert all(len(h) == 16 and int(h, 16) >= 0 for row in fp["rows"] for h in row)
+    gate_lines = json.loads((run_dir / "iter_1" / "gate_report.json").read_text())["lines"]
+    assert {"name": "no overlap with the eval split (blind)", "ok": True, "detail": ""} in gate_lines
 
 
 def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path):

@@ -29,18 +29,23 @@ def row_text(row):
     return msgs[-1].get("content", "") if msgs else ""
 '''
 
-_EVAL_SIDE = FINGERPRINT_SRC + r'''
-import collections, json, sys
-import verifiers as vf
-env = vf.load_environment(sys.argv[1], **json.loads(sys.argv[2]))
+# Appended to any script that has loaded the env as `env`; prints one "@@FP@@" line.
+EVAL_SIDE_BODY = FINGERPRINT_SRC + r'''
+import collections as _collections, json as _json
 ds = env.get_eval_dataset()
-df = collections.Counter()
+df = _collections.Counter()
 for row in ds:
     df.update(grams(row_text(row)))
 limit = max(2, len(ds) // 100)
 rows = [sorted(h for h in grams(row_text(row)) if df[h] <= limit) for row in ds]
-print("@@" + json.dumps({"n": N, "eval_rows": len(ds), "rows": [r for r in rows if r]}))
+print("@@FP@@" + _json.dumps({"n": N, "eval_rows": len(ds), "rows": [r for r in rows if r]}))
 '''
+
+_EVAL_SIDE = r'''
+import json, sys
+import verifiers as vf
+env = vf.load_environment(sys.argv[1], **json.loads(sys.argv[2]))
+''' + EVAL_SIDE_BODY
 
 _ns: dict = {}
 exec(FINGERPRINT_SRC, _ns)
@@ -50,15 +55,16 @@ grams, row_text = _ns["grams"], _ns["row_text"]
 def eval_fingerprints(python: str, env_id: str, env_args: dict | None = None) -> dict:
     r = subprocess.run([python, "-c", _EVAL_SIDE, env_id, json.dumps(env_args or {})],
                        capture_output=True, text=True, timeout=600)
-    line = next((x for x in r.stdout.splitlines() if x.startswith("@@")), None)
+    line = next((x for x in r.stdout.splitlines() if x.startswith("@@FP@@")), None)
     if r.returncode != 0 or line is None:
         # the error text is the loader's, never eval rows
         raise RuntimeError(f"could not fingerprint the eval split of {env_id}: "
                            f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return json.loads(line[2:])
+    return json.loads(line[len("@@FP@@"):])
 
 
 def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
+    """The run's fingerprints: written at introspection (same env load), else computed now."""
     path = Path(run_dir) / "eval_fingerprints.json"
     if path.exists():
         return json.loads(path.read_text())

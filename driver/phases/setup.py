@@ -16,13 +16,15 @@ def introspect(ctx: Ctx) -> None:
         return
     env_id = ctx.state.dataset
     try:
-        info = envs.introspect(ctx.backend.python, env_id)
+        info, fingerprints = envs.introspect_with_fingerprints(ctx.backend.python, env_id)
     except DriverError:
         ctx.state.status = "aborted"
         ctx.state.reason = "hub env not found"
         ctx.save()
         raise
     info["hub_id"] = ctx.state.hub_id
+    if fingerprints is not None:  # hashes only; the gate's blind decontamination reads them
+        atomic_write_json(ctx.rd.path / "eval_fingerprints.json", fingerprints)
     faults.point("introspect:before-write")
     atomic_write_json(ctx.rd.hub_env_json, info)
     ctx._hub = info
