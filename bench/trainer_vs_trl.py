@@ -6,7 +6,8 @@ number of generation rounds; both do two optimizer steps per round and no KL. Ea
 final model is then scored by the same greedy evaluation on the same held-out split.
 
 Prints, for each: rollouts/s over its training time, the ratio, and held-out accuracy with a
-Wilson 95% interval. Needs the [embedded] extra plus `trl` (pip install trl -c <(echo torch==2.13.0)).
+Wilson 95% interval. Needs the `embedded` and `bench` extras:
+pip install -e ".[embedded,bench]" (torch stays pinned at 2.13.0).
 
     python bench/trainer_vs_trl.py [--rounds 30] [--eval-examples 200] [--json]
 """
