@@ -130,3 +130,26 @@ def test_unknown_hub_env_aborts_with_reason(tmp_path, runs):
     rd = next(runs.iterdir())
     state = json.loads((rd / "run.json").read_text())
     assert state["status"] == "aborted" and state["reason"] == "hub env not found"
+
+
+def test_skill_install_puts_skill_md_where_agents_look_and_never_clobbers(tmp_path):
+    from driver import resources
+
+    def install(*args):
+        return subprocess.run([sys.executable, "-m", "driver.cli", "skill", "install", *args],
+                              cwd=tmp_path, capture_output=True, text=True)
+
+    r = install("--json")
+    dest = tmp_path / ".claude" / "skills" / "synthetic-self-improve-rl" / "SKILL.md"
+    assert r.returncode == 0 and json.loads(r.stdout) == {"path": str(dest), "action": "installed"}
+    assert dest.read_text() == resources.skill_md().read_text()
+    assert dest.read_text().startswith("---\nname: synthetic-self-improve-rl\n")
+    assert install().stdout.startswith("unchanged:")
+    dest.write_text("my local edits")
+    r = install()
+    assert r.returncode == 2 and "--force" in r.stderr and dest.read_text() == "my local edits"
+    r = install("--force", "--dir", str(dest.parent))
+    assert r.returncode == 0 and r.stdout.startswith("replaced:")
+    assert (dest.parent / "SKILL.md.bak").read_text() == "my local edits"
+    r = install("--dir", str(tmp_path / "elsewhere"))
+    assert r.returncode == 0 and (tmp_path / "elsewhere" / "SKILL.md").exists()
