@@ -95,20 +95,22 @@ def _marker_line(out: str, marker: str) -> str | None:
     return None
 
 
+def _unimportable(python: str, modules: list[str]) -> set[str]:
+    """The modules the given interpreter cannot find (one subprocess for all of them)."""
+    r = subprocess.run([python, "-c", "import importlib.util,sys; print('\\n'.join(m for m in "
+                        "sys.argv[1:] if importlib.util.find_spec(m) is None))", *modules],
+                       capture_output=True, text=True)
+    return set(r.stdout.split()) if r.returncode == 0 else set(modules)
+
+
 def is_importable(python: str, module: str) -> bool:
-    r = subprocess.run([python, "-c", f"import importlib.util,sys; sys.exit(0 if importlib.util.find_spec({module!r}) else 1)"],
-                       capture_output=True)
-    return r.returncode == 0
+    return not _unimportable(python, [module])
 
 
 def missing_envs(python: str, env_ids: list[str]) -> list[str]:
-    """The env ids whose modules the given interpreter cannot import (one subprocess)."""
-    mods = {e: module_name(e) for e in env_ids}
-    r = subprocess.run([python, "-c", "import importlib.util,sys; print('\\n'.join(m for m in "
-                        "sys.argv[1:] if importlib.util.find_spec(m) is None))", *mods.values()],
-                       capture_output=True, text=True)
-    gone = set(r.stdout.split())
-    return [e for e, m in mods.items() if m in gone]
+    """The env ids whose modules the given interpreter cannot import."""
+    gone = _unimportable(python, [module_name(e) for e in env_ids])
+    return [e for e in env_ids if module_name(e) in gone]
 
 
 def ensure_installed(python: str, env_id: str) -> None:

@@ -140,8 +140,7 @@ def load(argv: list[str]) -> RLConfig:
         raw = compose(argv)
     except CompositionError as e:
         raise ConfigError(str(e)) from None
-    for key in ("None", "none"):  # prime-rl reads the TOML string "None" as None
-        _replace_none(raw, key)
+    _replace_none(raw)  # prime-rl reads the TOML string "None" as None
     try:
         return RLConfig.model_validate(raw)
     except ValidationError as e:
@@ -152,9 +151,9 @@ def load(argv: list[str]) -> RLConfig:
         raise ConfigError("invalid config:\n  " + "\n  ".join(lines)) from None
 
 
-def _replace_none(node: dict, token: str) -> None:
+def _replace_none(node: dict) -> None:
     for k, v in list(node.items()):
-        if v == token:
+        if v == "None":
             node[k] = None
         elif isinstance(v, dict):
-            _replace_none(v, token)
+            _replace_none(v)

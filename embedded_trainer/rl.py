@@ -21,10 +21,12 @@ import sys
 import time
 from pathlib import Path
 
+from driver.dialects.classic import ClassicDialect
 from embedded_trainer import config as cfgmod
 from embedded_trainer.errors import TrainerError
 
 FINISHED = "RL training finished!"
+LAYOUT = ClassicDialect()   # the output layout this trainer writes is the one the driver reads
 
 
 def log(msg: str) -> None:
@@ -72,21 +74,20 @@ def draw(n_rows: int, seed: int, name: str, start: int, count: int) -> list[int]
     of the env's train rows: stateless, so resume needs only the step."""
     import random
 
-    out = []
+    out, orders = [], {}
     for pos in range(start, start + count):
         epoch, k = divmod(pos, n_rows)
-        order = list(range(n_rows))
-        random.Random(f"{seed}|{name}|{epoch}").shuffle(order)
-        out.append(order[k])
+        if epoch not in orders:
+            orders[epoch] = list(range(n_rows))
+            random.Random(f"{seed}|{name}|{epoch}").shuffle(orders[epoch])
+        out.append(orders[epoch][k])
     return out
 
 
 # ---- checkpoints -----------------------------------------------------------------------------
 
 def checkpoint_trees(out: Path, step: int) -> list[Path]:
-    return [out / "checkpoints" / f"step_{step}", out / "weights" / f"step_{step}",
-            out / "run_default" / "checkpoints" / f"step_{step}",
-            out / "run_default" / "broadcasts" / f"step_{step}"]
+    return LAYOUT.checkpoint_trees(out, step)
 
 
 def save_checkpoint(out: Path, step: int, model, tokenizer, opt, progress: dict,
@@ -208,7 +209,6 @@ def run(cfg: cfgmod.RLConfig) -> None:
     device = torch.device("cuda" if emb.device == "cuda" or (
         emb.device == "auto" and torch.cuda.is_available()) else "cpu")
     out = Path(cfg.output_dir)
-    rdir = out / "run_default"
     orch = cfg.orchestrator
     resume = cfg.ckpt.resume_step if cfg.ckpt else None
 
@@ -312,7 +312,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
             rewards = [r["reward"] for r in rows_out if r["env_name"] == env_name(block)]
             log(f"eval step {step} {env_name(block)}: mean reward "
                 f"{sum(rewards) / max(1, len(rewards)):.4f} over {len(rewards)} rollouts")
-        write_jsonl(rdir / "rollouts" / f"step_{step}" / "eval_rollouts.jsonl", rows_out)
+        write_jsonl(LAYOUT.eval_file(out, step), rows_out)
 
     def eval_due(step: int) -> bool:
         if not eval_blocks:
@@ -362,7 +362,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
         rows = [rollout_row(train_rows[picks[k // group][0]][picks[k // group][1]], texts[k],
                             truncated[k], scores[k], env_name(train_blocks[picks[k // group][0]]),
                             float(adv.view(-1)[k]), gen_ms) for k in range(len(texts))]
-        write_jsonl(rdir / "rollouts" / f"step_{step}" / "train_rollouts.jsonl", rows)
+        write_jsonl(LAYOUT.train_file(out, step), rows)
         # 5. clipped-surrogate updates over shuffled minibatches of groups
         t0 = time.perf_counter()
         model.train()

@@ -62,7 +62,7 @@ def test_unknown_keys_and_bad_values_are_errors(tmp_path, text, needle):
         cfgmod.load(["@", _toml(tmp_path / "c.toml", text)])
 
 
-def test_a_driver_rendered_config_validates_unchanged_and_has_no_embedded_only_keys():
+def test_a_driver_rendered_config_validates_unchanged_and_has_no_embedded_only_keys(tmp_path):
     from driver.dialects.classic import ClassicDialect, Knobs
 
     d = ClassicDialect()
@@ -73,19 +73,11 @@ def test_a_driver_rendered_config_validates_unchanged_and_has_no_embedded_only_k
                         train_envs=[d.train_env_block("stock_arithmetic_iter_1")], resume_step=30)
     raw = tomllib.loads(text)
     assert "embedded" not in raw                       # prime-rl would reject the table
-    cfg = cfgmod.load(["@", _write_tmp(text)] + d.iter0_overrides(knobs, Path("/tmp/x"))[6:])
+    cfg = cfgmod.load(["@", _toml(tmp_path / "rl.toml", text)]
+                      + d.iter0_overrides(knobs, tmp_path / "out")[6:])
     assert cfg.max_steps == 60 and cfg.ckpt.resume_step == 30
     assert cfg.orchestrator.eval.env[0].num_examples == 200
     assert cfg.orchestrator.train.sampling.max_completion_tokens == 96
-
-
-def _write_tmp(text: str) -> str:
-    import tempfile
-
-    f = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-    f.write(text)
-    f.close()
-    return f.name
 
 
 def test_prompts_per_step_follow_env_ratios_and_streams_are_stateless():

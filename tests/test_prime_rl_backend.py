@@ -144,7 +144,6 @@ def test_hostile_model_names_render_as_data_and_reach_the_trainer_verbatim(tmp_p
     tp = training.launch(backend, args, tmp_path / "out", tmp_path / "train.log")
     training.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05, cap_s=30)
     assert json.loads(seen.read_text()) == args
-    assert not Path("/tmp/pwned").exists()
 
 
 def test_names_with_newlines_or_control_characters_are_refused(tmp_path, runs):

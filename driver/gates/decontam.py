@@ -14,6 +14,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from driver.state import atomic_write_json
+
 # Shared verbatim by the driver and the eval-side subprocess, so both hash identically.
 FINGERPRINT_SRC = r'''
 import hashlib, re
@@ -69,9 +71,7 @@ def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
     if path.exists():
         return json.loads(path.read_text())
     fp = eval_fingerprints(python, hub["env_id"], hub.get("env_args"))
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fp))
-    tmp.replace(path)
+    atomic_write_json(path, fp)
     return fp
 
 
