@@ -16,6 +16,15 @@ EXIT_CODES = """exit codes:
   2  usage or bad input: nothing was started or changed
   3  waiting for the teacher: read iter_N/TEACHER.md, write the files, then `driver resume`"""
 
+DIAGNOSE_THRESHOLDS = """verdict: FAIL when any of
+  group sizes differ                       (GRPO compares a rollout with its own group)
+  live fraction on pass/fail < 0.25        (a group with one outcome has zero advantage)
+  effort correlation < -0.2                (effort buys risk: the cheapest policy wins)
+  truncation rate > 0.2                    (completions cut off by the token limit)
+A rollout passes when reward >= 0.5 (--success-threshold). The raw-reward live fraction counts
+groups whose rewards differ by more than 1e-6; with a shaped reward it can be high while the
+pass/fail one is low: all-fail groups that only look live."""
+
 # Defaults differ by backend: prime-rl's are the seed procedure's standard hyperparameters for
 # a GPU node; the embedded trainer's fit the built-in tiny model on 2 CPU cores.
 BACKEND_DEFAULTS = {
@@ -102,8 +111,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "[embedded] extra) (default: %(default)s)")
     r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
     r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
-    r.add_argument("--teacher", default="builtin", choices=["builtin", "agent"],
-                   help="who writes weakness reports and generators (default: %(default)s)")
+    r.add_argument("--teacher", default="builtin", choices=["builtin", "agent", "llm"],
+                   help="who writes weakness reports and generators: builtin (no LLM; needs a "
+                        "family generator for the env), agent (stops with exit 3 and a "
+                        "TEACHER.md brief for a coding agent), llm (an API; see --llm-*) "
+                        "(default: %(default)s)")
+    r.add_argument("--llm-api", default="openai", choices=["openai", "anthropic"],
+                   help="LLM teacher protocol: an OpenAI-compatible /chat/completions endpoint or "
+                        "Anthropic's /v1/messages (default: %(default)s)")
+    r.add_argument("--llm-base-url", help="LLM teacher endpoint (default: https://api.openai.com/v1 "
+                                          "or https://api.anthropic.com)")
+    r.add_argument("--llm-model", type=plain_name, help="LLM teacher model name (required with --teacher llm)")
+    r.add_argument("--llm-key-env", help="environment variable holding the API key; the key is "
+                                         "never written to disk (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    r.add_argument("--llm-max-tokens", default=16000, type=positive_int,
+                   help="reply token limit per call (default: %(default)s)")
+    r.add_argument("--llm-price-in", type=float, help="USD per million input tokens, for cost in metrics.json")
+    r.add_argument("--llm-price-out", type=float, help="USD per million output tokens")
     r.add_argument("--teacher-retries", default=3, type=positive_int,
                    help="gate failures before an iteration is skipped (default: %(default)s)")
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")
@@ -132,6 +156,35 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--env", help="hub env id for blind decontamination against its eval split "
                                  "(default: the run directory's hub env when DATASET is inside one)")
     v.add_argument("--json", action="store_true")
+
+    dg = sub.add_parser(
+        "diagnose", help="does a graded rollout file carry GRPO gradient? (PASS/FAIL)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Group rows by example_id and report: group uniformity (the group-size "
+                    "histogram), the live fraction (groups whose outcome varies; on pass/fail and "
+                    "on the raw reward), the effort correlation (Pearson of reward with tool calls, "
+                    "else with completion length), mean reward and truncation rate.",
+        epilog=DIAGNOSE_THRESHOLDS + "\n\n" + EXIT_CODES)
+    dg.add_argument("rollouts", help="a JSONL file of graded rollouts (classic prime-rl rows)")
+    dg.add_argument("--success-threshold", type=float, default=None,
+                    help="reward at or above which a rollout passes (default: 0.5)")
+    dg.add_argument("--json", action="store_true")
+
+    ex = sub.add_parser(
+        "export-prompts", help="rollouts -> a verifiers dataset of prompts (one phrasing per situation)",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES,
+        description="Write prompts in the shape verifiers reads (prompt or question, optional "
+                    "answer, info with the ground truth). The other rollouts of a prompt collapse "
+                    "into it; a situation (info.situation_id or info.situation) keeps one "
+                    "phrasing; rows whose prompt is the spec's own situation text (seed probes) "
+                    "are dropped.")
+    ex.add_argument("rollouts")
+    ex.add_argument("-o", "--output", required=True, help="output JSONL")
+    ex.add_argument("--keep-seeds", action="store_true", help="keep seed probes")
+    ex.add_argument("--keep-phrasings", action="store_true", help="keep every phrasing of a situation")
+    ex.add_argument("--spec", help="spec JSON whose `situations` are the seed texts "
+                                   "(default: spec.json beside ROLLOUTS, when there is one)")
+    ex.add_argument("--json", action="store_true")
 
     sk = sub.add_parser("skill", help="the agent skill (SKILL.md)", epilog=EXIT_CODES,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -167,6 +220,17 @@ def cmd_run(a) -> int:
                      "unique prompts per step; GRPO needs at least 16")
     if a.init_from and not Path(a.init_from).is_dir():
         raise _usage(f"--init-from {a.init_from} is not a directory")
+    llm = None
+    if a.teacher == "llm":
+        from driver.state import LLMConfig
+        from driver.teachers.llm import DEFAULT_BASE_URL, DEFAULT_KEY_ENV
+
+        if not a.llm_model:
+            raise _usage("--teacher llm needs --llm-model (and --llm-base-url for a non-default endpoint)")
+        llm = LLMConfig(api=a.llm_api, base_url=a.llm_base_url or DEFAULT_BASE_URL[a.llm_api],
+                        model=a.llm_model, key_env=a.llm_key_env or DEFAULT_KEY_ENV[a.llm_api],
+                        max_tokens=a.llm_max_tokens, price_in=a.llm_price_in,
+                        price_out=a.llm_price_out)
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = Path(a.runs_dir)
@@ -177,7 +241,10 @@ def cmd_run(a) -> int:
         k += 1
     path.mkdir(parents=True)
     rd = RunDir(path)
+    import hashlib
+
     state = RunState(
+        env_tag=hashlib.sha256(str(rd.path).encode()).hexdigest()[:6],
         dataset=a.dataset, hub_id=a.hub_id or f"primeintellect/{a.dataset}", model=a.model,
         start_ts=time.time(), budget_seconds=a.budget, max_iters=a.max_iters,
         batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
@@ -185,7 +252,7 @@ def cmd_run(a) -> int:
         max_completion_tokens=a.max_completion_tokens, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
         backend=a.backend, teacher=a.teacher, seed=a.seed,
         prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
-        teacher_retries=a.teacher_retries)
+        teacher_retries=a.teacher_retries, llm=llm)
     with RunLock(rd.path):
         rd.save(state)
         atomic_write_json(rd.metrics_json, {"iters": [], "controls": []})
@@ -313,6 +380,53 @@ def cmd_skill(a) -> int:
     return 0
 
 
+def cmd_diagnose(a) -> int:
+    from pathlib import Path
+
+    from driver import diagnose
+
+    if not Path(a.rollouts).is_file():
+        raise _usage(f"{a.rollouts} is not a file")
+    try:
+        rows = diagnose.read_rows(Path(a.rollouts))
+        kw = {} if a.success_threshold is None else {"success_threshold": a.success_threshold}
+        d = diagnose.diagnose(rows, **kw)
+    except ValueError as e:
+        raise _usage(str(e)) from None
+    print(json.dumps(d, indent=2) if a.json else diagnose.render(d))
+    return 0 if d["verdict"] == "PASS" else 1
+
+
+def cmd_export_prompts(a) -> int:
+    from pathlib import Path
+
+    from driver import diagnose, export_prompts
+    from driver.state import atomic_write_text
+
+    src = Path(a.rollouts)
+    if not src.is_file():
+        raise _usage(f"{a.rollouts} is not a file")
+    spec = Path(a.spec) if a.spec else src.parent / "spec.json"
+    if a.spec and not spec.is_file():
+        raise _usage(f"--spec {a.spec} is not a file")
+    try:
+        seeds = export_prompts.spec_situations(spec) if spec.is_file() else set()
+        rows = diagnose.read_rows(src)
+    except ValueError as e:
+        raise _usage(str(e)) from None
+    kept, counts = export_prompts.export(rows, seeds, a.keep_seeds, a.keep_phrasings)
+    atomic_write_text(Path(a.output), "".join(json.dumps(r) + "\n" for r in kept))
+    counts["output"] = str(Path(a.output).resolve())
+    counts["spec"] = str(spec) if spec.is_file() else None
+    if a.json:
+        print(json.dumps(counts))
+    else:
+        print(f"{counts['prompts']} prompts -> {counts['kept']} kept; dropped "
+              f"{counts['dropped_seed']} as seed probes, {counts['dropped_duplicate_phrasing']} as "
+              f"duplicate phrasings\nwrote {counts['output']}")
+    return 0
+
+
 def _usage(msg: str):
     from driver.errors import UsageError
 
@@ -320,7 +434,8 @@ def _usage(msg: str):
 
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "status": cmd_status,
-            "introspect": cmd_introspect, "validate": cmd_validate, "skill": cmd_skill}
+            "introspect": cmd_introspect, "validate": cmd_validate, "skill": cmd_skill,
+            "diagnose": cmd_diagnose, "export-prompts": cmd_export_prompts}
 
 
 def main(argv: list[str] | None = None) -> int:

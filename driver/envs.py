@@ -158,9 +158,11 @@ def introspect_with_fingerprints(python: str, env_id: str,
 # --------------------------------------------------------------------------------------------
 # Generated environment packages
 
-def package_name(dataset: str, suffix: str) -> str:
-    """`<env>_iter_<N>` / `<env>_run_a`: underscores only (installers resolve by that name)."""
-    return f"{module_name(dataset)}_{suffix}"
+def package_name(dataset: str, suffix: str, tag: str | None = None) -> str:
+    """`<env>_iter_<N>_<tag>` / `<env>_run_a_<tag>`: underscores only (installers resolve by
+    that name). The tag is the run's own, so two runs sharing one interpreter never install
+    over each other's environments."""
+    return f"{module_name(dataset)}_{suffix}" + (f"_{tag}" if tag else "")
 
 
 def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:

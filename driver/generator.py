@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from driver import envs
+from driver import envs, faults
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3
@@ -100,28 +101,64 @@ def _crash_site(log_text: str) -> str:
     return site
 
 
+def _stop_leftover(pid_file: Path) -> None:
+    """A driver killed while its generator ran leaves the generator running; stop it (matched
+    by pid and create time, so a recycled pid is never touched) before starting a new one."""
+    import json
+
+    import psutil
+
+    try:
+        rec = json.loads(pid_file.read_text())
+        proc = psutil.Process(rec["pid"])
+        if abs(proc.create_time() - rec["create_time"]) < 0.01:
+            os.killpg(rec["pid"], signal.SIGKILL)
+            proc.wait(timeout=10)
+    except (FileNotFoundError, ValueError, KeyError, psutil.Error, ProcessLookupError,
+            PermissionError):
+        pass
+    pid_file.unlink(missing_ok=True)
+
+
 def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
     """Run gen_dataset.py. Only the script writes dataset.jsonl: a stale one is removed first,
     and the hashes of both the script and the dataset are recorded."""
+    import json
+
+    import psutil
+
     script = iter_dir / "gen_dataset.py"
     out = iter_dir / "dataset.jsonl"
+    pid_file = iter_dir / "gen_dataset.pid"
+    _stop_leftover(pid_file)
     if out.exists():
         out.unlink()
     log = iter_dir / "gen_dataset.log"
     with open(log, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-c", GUARD, script.name], cwd=iter_dir, stdout=f,
+                                stderr=subprocess.STDOUT, env=scrubbed_env(iter_dir / ".generator_home"),
+                                preexec_fn=_limit_memory, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
         try:
-            r = subprocess.run([sys.executable, "-c", GUARD, script.name], cwd=iter_dir, stdout=f,
-                               stderr=subprocess.STDOUT, timeout=timeout,
-                               env=scrubbed_env(iter_dir / ".generator_home"),
-                               preexec_fn=_limit_memory, stdin=subprocess.DEVNULL)
+            ct = psutil.Process(proc.pid).create_time()
+            pid_file.write_text(json.dumps({"pid": proc.pid, "create_time": ct}))
+        except psutil.Error:
+            pass   # it already ended: nothing to stop later
+        faults.point("generator:running")
+        try:
+            returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pid_file.unlink(missing_ok=True)
             return {"ok": False, "reason": f"generator timed out after {timeout:.0f}s and was stopped"}
+    pid_file.unlink(missing_ok=True)
     text = log.read_text(errors="replace")
     tail = "\n".join(text.splitlines()[-15:])
-    if r.returncode != 0:
+    if returncode != 0:
         site = _crash_site(text)
         where = f" in {site}" if site else ""
-        return {"ok": False, "reason": f"generator crashed{where} (exit {r.returncode}):\n{tail}"}
+        return {"ok": False, "reason": f"generator crashed{where} (exit {returncode}):\n{tail}"}
     if not out.exists():
         return {"ok": False, "reason": "generator finished without writing dataset.jsonl"}
     return {"ok": True, "script_sha256": envs.file_sha256(script),

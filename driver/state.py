@@ -80,6 +80,20 @@ class TrainerProcess(BaseModel):
     launched_ts: float
 
 
+class LLMConfig(BaseModel):
+    """The LLM teacher's endpoint. The key itself is never stored: only its variable's name."""
+    model_config = {"extra": "forbid"}
+
+    api: Literal["openai", "anthropic"] = "openai"
+    base_url: str
+    model: str
+    key_env: str
+    max_tokens: int = 16000
+    timeout_s: float = 600
+    price_in: float | None = None     # USD per million input tokens
+    price_out: float | None = None    # USD per million output tokens
+
+
 class RunState(BaseModel):
     """The single source of truth for a run: what the user asked for and where the run is."""
     model_config = {"extra": "forbid"}
@@ -105,6 +119,8 @@ class RunState(BaseModel):
     prime_rl_dir: str | None = None
     base_config: str | None = None
     teacher_retries: int = 3
+    llm: LLMConfig | None = None
+    env_tag: str | None = None        # suffix of generated env package names, unique per run
     # Where the run is
     status: Status = "running"
     phase: str = "introspect"

@@ -8,7 +8,7 @@ whole), then CLI flags win. Unknown keys are errors. Settings only this trainer 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -106,8 +106,25 @@ class OrchestratorConfig(Strict):
         return self
 
 
+class GarConfig(Strict):
+    """Grader-ranked advantages (embedded.advantage = "gar")."""
+    grader: Literal["rule", "llm"] = "rule"
+    base_url: str | None = None          # llm: an OpenAI-compatible endpoint
+    model: str | None = None
+    key_env: str | None = None           # the variable holding the key (never the key)
+    timeout_s: float = Field(120, gt=0)
+
+    @model_validator(mode="after")
+    def _llm_needs_endpoint(self):
+        if self.grader == "llm" and not (self.base_url and self.model):
+            raise ValueError("embedded.gar.grader = 'llm' needs base_url and model")
+        return self
+
+
 class EmbeddedConfig(Strict):
     """Only the embedded trainer reads these."""
+    advantage: Literal["grpo", "gar"] = "grpo"
+    gar: GarConfig = GarConfig()
     seed: int = 0
     clip_epsilon: float = Field(0.2, gt=0, lt=1)
     kl_beta: float = Field(0.0, ge=0)

@@ -356,12 +356,22 @@ def run(cfg: cfgmod.RLConfig) -> None:
                     scores[k] = sc
         t_score = time.perf_counter() - t0
         rewards = torch.tensor([s["reward"] for s in scores]).view(len(prompts), group)
-        adv, constant = grpo.group_advantages(rewards)
+        gar_records = None
+        if emb.advantage == "gar":
+            adv, gar_records = grader_advantages(emb.gar, rewards, texts,
+                                                 [train_rows[e][i]["prompt"] for e, i in picks])
+            constant = (adv == 0).all(1)
+        else:
+            adv, constant = grpo.group_advantages(rewards)
         # 4. rollouts on disk before the update (the teacher reads these)
         gen_ms = t_gen * 1000 / len(texts)
         rows = [rollout_row(train_rows[picks[k // group][0]][picks[k // group][1]], texts[k],
                             truncated[k], scores[k], env_name(train_blocks[picks[k // group][0]]),
                             float(adv.view(-1)[k]), gen_ms) for k in range(len(texts))]
+        if gar_records is not None:
+            for k, row in enumerate(rows):
+                rec = gar_records[k // group]
+                row["gar"] = {**rec["candidates"][k % group], "fallback_reason": rec["fallback_reason"]}
         write_jsonl(LAYOUT.train_file(out, step), rows)
         # 5. clipped-surrogate updates over shuffled minibatches of groups
         t0 = time.perf_counter()
@@ -399,6 +409,11 @@ def run(cfg: cfgmod.RLConfig) -> None:
         progress = {"step": step, "seed": emb.seed,
                     "consumed": {env_name(b): step * c for b, c in zip(train_blocks, per_env)}}
         mean_r = float(rewards.mean())
+        if gar_records is not None:
+            fallbacks = sum(r["fallback_reason"] is not None for r in gar_records)
+            hacks = sum(c["hack"] == "confirmed" for r in gar_records for c in r["candidates"])
+            log(f"step {step} gar: {fallbacks}/{len(gar_records)} groups fell back to zero, "
+                f"{hacks} confirmed hacks")
         log(f"step {step}/{cfg.max_steps} reward {mean_r:.4f} zero-variance groups "
             f"{int(constant.sum())}/{len(prompts)} truncated {sum(truncated)}/{len(truncated)} "
             f"loss {sum(losses) / max(1, len(losses)):.5f}"
@@ -409,6 +424,32 @@ def run(cfg: cfgmod.RLConfig) -> None:
             save_checkpoint(out, step, model, tok, opt, progress, model_path)
         if eval_due(step):
             evaluate(step)
+
+
+def grader_advantages(gcfg, rewards, texts: list[str], prompts: list) -> tuple:
+    """GAR: each group's advantages from a grader's tiers ([P, G] tensor) and its records."""
+    import torch
+
+    from embedded_trainer import gar
+
+    n_prompts, group = rewards.shape
+    out, records = [], []
+    for p_i in range(n_prompts):
+        r = [float(x) for x in rewards[p_i]]
+        t = texts[p_i * group:(p_i + 1) * group]
+        if gcfg.grader == "rule":
+            def grade(r=r):
+                return gar.rule_verdict(r)
+        else:
+            task = "\n".join(str(m.get("content", "")) for m in prompts[p_i]
+                             if isinstance(m, dict) and m.get("role") == "user")
+
+            def grade(task=task, t=t):
+                return gar.llm_verdict(gcfg, task, t)
+        adv, rec = gar.group_advantages(grade, r, t)
+        out.append(adv)
+        records.append(rec)
+    return torch.tensor(out, dtype=torch.float32), records
 
 
 def hash_seed(*parts) -> int:

@@ -45,6 +45,25 @@ FEATURE_DEFINITIONS = {
     "distractor_detail": "the description carries a detail that is irrelevant to routing",
 }
 
+# The built-in teacher's view of this family (see generators.stock_arithmetic).
+DATA_PLAN = ("model_router family generator: fresh tasks drawn from the environment's outcome "
+             "model into each outcome pattern, irrelevant details, varied components and "
+             "categories; 40% skeletons that keep a failed train task's difficulty and size.")
+
+
+def structure_of(info: dict) -> dict | None:
+    info = info or {}
+    if not isinstance(info.get("per_model"), dict) or not info.get("files_touched"):
+        return None
+    return {"per_model": info["per_model"], "files_touched": info["files_touched"],
+            "task_difficulty": info.get("difficulty")}
+
+
+def skeleton(source: str, info: dict) -> dict:
+    return {"source": source, "info": {"difficulty": info.get("difficulty"),
+                                       "files_touched": info["files_touched"]}}
+
+
 COMPONENTS = ["billing service", "auth middleware", "CSV importer", "job scheduler",
               "search indexer", "mobile sync client", "report exporter", "webhook dispatcher",
               "feature-flag loader", "image resizer", "rate limiter", "audit logger"]
@@ -117,14 +136,16 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     serial = 0
     for key, constraint, target in bucket_plan(weakness, BUCKETS, "model_router"):
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
-        skel_made = attempts = 0
+        skel_made = skel_misses = attempts = 0
         while quota.made < target:
             attempts += 1
             if attempts > target * 20000:
                 raise RuntimeError(f"template {key} cannot reach {target} rows")
             want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
-            use_skeleton = bool(usable) and (skel_made < skeleton_share * (quota.made + 1)
-                                             or rng.random() < skeleton_share)
+            # as in the StockArithmetic family: when no failed skeleton fits this bucket's
+            # outcome pattern (say, only multi-file tasks failed), fresh tasks fill it
+            use_skeleton = bool(usable) and skel_misses < 5000 and (
+                skel_made < skeleton_share * (quota.made + 1) or rng.random() < skeleton_share)
             if use_skeleton:
                 sk = rng.choice(usable)
                 info = sk["info"]
@@ -133,6 +154,7 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             else:
                 task, source = sample_task(rng), f"template:{key[1]}"
             if not constraint(task):
+                skel_misses += use_skeleton
                 continue
             distractor = rng.random() < 0.45
             feats = features(task, distractor)

@@ -96,6 +96,23 @@ BUCKETS = {
 }
 
 
+# ---------------------------------------------------------------------------------------------
+# The built-in teacher's view of this family: how a train rollout's info maps to a structure
+# the buckets can test, and what a failed one contributes as a skeleton.
+
+DATA_PLAN = ("StockArithmetic family generator: cover stories, interleaved order, distractor "
+             "numbers, carries and borrows; 40% skeleton paraphrases of failed train problems.")
+
+
+def structure_of(info: dict) -> dict | None:
+    p = (info or {}).get("problem")
+    return p if isinstance(p, dict) and valid(p) else None
+
+
+def skeleton(source: str, info: dict) -> dict:
+    return {"source": source, "problem": structure_of(info)}
+
+
 def sample_problem(rng: random.Random, hi: int = MAX_OPERAND) -> dict:
     initial = rng.randint(0, hi)
     deliveries = [rng.randint(0, hi) for _ in range(2)]

@@ -142,6 +142,7 @@ def test_row_count_mismatch_stops_with_a_clear_error(tmp_path, hub, names):
 
 def test_package_names_use_underscores():
     assert envs.package_name("someone/stock-arithmetic", "iter_2") == "stock_arithmetic_iter_2"
+    assert envs.package_name("stock-arithmetic", "run_a", "0f3a9c") == "stock_arithmetic_run_a_0f3a9c"
 
 
 AUX_OK = '''

@@ -29,7 +29,7 @@ def best_iteration(ctx: Ctx) -> dict | None:
     rel = d.relative_to(ctx.rd.path)  # paths relative to the run directory: it can move
     record = {"best_iter": best["iter"], "eval_acc": best["eval_acc"],
               "dataset": str(rel / "dataset.jsonl"),
-              "env_dir": str(rel / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}")),
+              "env_dir": str(rel / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
               "rl_toml": str(rel / "rl.toml")}
     path = ctx.rd.path / "best_iter.json"
     if not path.exists() or read_json(path) != record:
@@ -64,8 +64,8 @@ def run_control(ctx: Ctx, which: str) -> None:
         shutil.copyfile(ctx.rd.path / best["dataset"], d / "dataset.jsonl.tmp")
         (d / "dataset.jsonl.tmp").rename(data)
     resume = ctx.state.iter_0_step if which == "run_a" else None
-    arm = Arm(which, d, resume_step=resume, package=envs.package_name(ctx.state.dataset, which),
-              dataset=data)
+    arm = Arm(which, d, resume_step=resume,
+              package=envs.package_name(ctx.state.dataset, which, ctx.state.env_tag), dataset=data)
     try:
         install_env(ctx, arm)
         cfg = d / "rl.toml"

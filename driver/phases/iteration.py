@@ -22,7 +22,7 @@ MAX_FAILURE_ROWS = 200
 def arm_for(ctx: Ctx, n: int) -> Arm:
     d = ctx.iter_dir(n)
     return Arm(f"iter_{n}", d, resume_step=ctx.state.iter_0_step,
-               package=envs.package_name(ctx.state.dataset, f"iter_{n}"),
+               package=envs.package_name(ctx.state.dataset, f"iter_{n}", ctx.state.env_tag),
                dataset=d / "dataset.jsonl")
 
 
@@ -77,7 +77,7 @@ def weakness(ctx: Ctx, n: int) -> None:
         last_gate=last_gate, seed=ctx.state.seed,
         attempt=read_json(d / "attempts.json")["attempts"] if (d / "attempts.json").exists() else 0)
     faults.point("weakness:before-teacher")
-    teachers.get(ctx.state.teacher).teach(brief)
+    teachers.get(ctx.state).teach(brief)
     scratchpad.render(ctx)
 
 
@@ -159,14 +159,25 @@ def evaluate_iteration(ctx: Ctx, n: int) -> None:
                  if k in metrics and metrics[k].get("eval_acc") is not None), None)
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(
         summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
-        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0)))
+        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0), **teacher_usage(ctx, n)))
     faults.point("evaluate:after-metrics")
     scratchpad.render(ctx)
+
+
+def teacher_usage(ctx: Ctx, n: int) -> dict:
+    """{"teacher_usage": {...}} when the teacher spent tokens on this iteration (LLM teacher)."""
+    p = ctx.iter_dir(n) / "teacher_usage.json"
+    if not p.exists():
+        return {}
+    u = read_json(p)
+    return {"teacher_usage": {k: u.get(k) for k in ("model", "calls", "input_tokens",
+                                                    "output_tokens", "cost_usd")}}
 
 
 def record_skip(ctx: Ctx, n: int) -> None:
     reason = read_json(ctx.iter_dir(n) / "skipped.json")
     ctx.rd.upsert_metric("iters", "iter", {"iter": n, "skipped": True,
                                            "reason": reason["reason"],
-                                           "failures": reason["failures"][:10]})
+                                           "failures": reason["failures"][:10],
+                                           **teacher_usage(ctx, n)})
     scratchpad.render(ctx)

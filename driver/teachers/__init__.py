@@ -38,12 +38,22 @@ def outputs_present(iter_dir: Path) -> bool:
     return all((Path(iter_dir) / name).exists() for name in OUTPUTS)
 
 
-def get(name: str):
-    from driver.teachers import agent, builtin
+NAMES = ("builtin", "agent", "llm")
 
-    teachers = {"agent": agent.AgentTeacher, "builtin": builtin.BuiltinTeacher}
-    if name not in teachers:
-        from driver.errors import UsageError
 
-        raise UsageError(f"unknown teacher {name!r}; choose one of {', '.join(teachers)}")
-    return teachers[name]()
+def get(state):
+    """The teacher a run asked for (`state` is its RunState)."""
+    from driver.errors import UsageError
+
+    if state.teacher == "agent":
+        from driver.teachers.agent import AgentTeacher
+        return AgentTeacher()
+    if state.teacher == "builtin":
+        from driver.teachers.builtin import BuiltinTeacher
+        return BuiltinTeacher()
+    if state.teacher == "llm":
+        if state.llm is None:
+            raise UsageError("run.json asks for the LLM teacher but has no llm settings")
+        from driver.teachers.llm import LLMTeacher
+        return LLMTeacher(state.llm)
+    raise UsageError(f"unknown teacher {state.teacher!r}; choose one of {', '.join(NAMES)}")

@@ -15,7 +15,9 @@ class AgentTeacher:
             return
         text = resources.jinja().get_template("teacher_brief.md.j2").render(
             b=brief, outputs=OUTPUTS, hub=brief.hub,
-            prior=[str(p) for p in brief.prior_reports])
+            prior=[str(p) for p in brief.prior_reports],
+            prior_datasets=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports
+                            if (p.parent / "dataset.jsonl").exists()])
         path = brief.iter_dir / "TEACHER.md"
         atomic_write_text(path, text)
         raise WaitingForTeacher(path)

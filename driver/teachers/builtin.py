@@ -35,6 +35,22 @@ def length_quartiles(rows: list[dict]) -> list[float | None]:
             for c in chunks]
 
 
+def metric_means(rows: list[dict]) -> dict[str, list]:
+    """Each numeric reward component (the row's `metrics`) averaged over failed and passed
+    rollouts: a format component far lower among failures points at format, not reasoning."""
+    out = {}
+    names = sorted({k for r in rows for k, v in (r.get("metrics") or {}).items()
+                    if isinstance(v, (int, float))})
+    for k in names:
+        pair = []
+        for group in ([r for r in rows if failed(r)], [r for r in rows if not failed(r)]):
+            vals = [float(r["metrics"][k]) for r in group
+                    if isinstance((r.get("metrics") or {}).get(k), (int, float))]
+            pair.append(round(statistics.fmean(vals), 4) if vals else None)
+        out[k] = pair
+    return out
+
+
 def allocate(severities: dict[str, float], total: int = TARGET_ROWS, floor: float = 0.04) -> dict[str, int]:
     """Rows per bucket proportional to severity, every bucket at least `floor` of the total."""
     keys = list(severities)
@@ -47,36 +63,51 @@ def allocate(severities: dict[str, float], total: int = TARGET_ROWS, floor: floa
     return alloc
 
 
+# hub env module -> its family generator (a module with BUCKETS, FEATURE_DEFINITIONS,
+# structure_of, skeleton, DATA_PLAN and generate)
+FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
+            "model_router": "generators.model_router"}
+
+
+def family_of(hub: dict) -> str:
+    return hub.get("env_id", "").split("/")[-1].replace("-", "_")
+
+
+def failed(row: dict) -> bool:
+    return float(row.get("reward", 0)) < 0.5
+
+
 class BuiltinTeacher:
     name = "builtin"
 
     def teach(self, brief: Brief) -> None:
         if outputs_present(brief.iter_dir):
             return
-        family = brief.hub.get("env_id", "").split("/")[-1].replace("-", "_")
-        if family != "stock_arithmetic":
+        family = family_of(brief.hub)
+        if family not in FAMILIES:
             raise DriverError(
-                f"the built-in teacher has no family generator for '{family}', and replaying hub "
-                "train rows cannot pass the gate's skeleton and diversity pillars honestly. Use "
-                "--teacher agent (a coding agent writes the generator) for this environment.",
-                exit_code=2)
-        self._stock(brief)
+                f"the built-in teacher has no family generator for '{family}' (it has: "
+                f"{', '.join(FAMILIES)}). Replaying the hardest hub train rows cannot pass the "
+                "gate honestly: they carry no domains, sub-domains or structural features. Use "
+                "--teacher agent (a coding agent writes the generator) or --teacher llm for this "
+                "environment.", exit_code=2)
+        import importlib
 
-    # ---- StockArithmetic ---------------------------------------------------------------------
-    def _stock(self, brief: Brief) -> None:
-        from generators import stock_arithmetic as fam
+        self._teach(brief, importlib.import_module(FAMILIES[family]))
 
+    def _teach(self, brief: Brief, fam) -> None:
         rows = brief.failures()
-        failed = [r for r in rows if float(r.get("reward", 0)) < 0.5]
-        probs = [(r, (r.get("info") or {}).get("problem")) for r in rows]
-        probs = [(r, p) for r, p in probs if isinstance(p, dict) and fam.valid(p)]
+        n_failed = sum(map(failed, rows))
+        probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
+        probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
         # failure rate of each bucket's structure among the rollouts read (+1 smoothing)
-        severity = {}
+        severity, evidence = {}, {}
         for key, constraint in fam.BUCKETS.items():
-            hits = [r for r, p in probs if constraint(p)]
-            fails = [r for r in hits if float(r.get("reward", 0)) < 0.5]
-            severity[key] = (len(fails) + 1) / (len(hits) + 2)
-        domains = {}
+            hits = [r for _, r, p in probs if constraint(p)]
+            fails = sum(map(failed, hits))
+            severity[key] = (fails + 1) / (len(hits) + 2)
+            evidence[key] = fails
+        domains: dict = {}
         for (d, s), sev in severity.items():
             domains.setdefault(d, []).append((s, sev))
         ranked = sorted(domains.items(), key=lambda kv: -max(v for _, v in kv[1]))
@@ -85,33 +116,35 @@ class BuiltinTeacher:
             return "high" if v >= 0.6 else "med" if v >= 0.3 else "low"
 
         alloc = allocate({f"{d} / {s}": v for (d, s), v in severity.items()})
-        quart = length_quartiles(rows)
         prev = brief.eval_accs.get(f"iter_{brief.iteration - 1}", brief.eval_accs.get("iter_0"))
         weakness = {
             "prev_eval_acc": prev,
-            "reward_by_length_quartile": quart,
+            "reward_by_length_quartile": length_quartiles(rows),
             "domains": [{
                 "name": d, "severity": level(max(v for _, v in subs)),
-                "evidence": (f"{sum(1 for r, p in probs if any(fam.BUCKETS[(d, s)](p) for s, _ in subs) and float(r.get('reward', 0)) < 0.5)} "
-                             f"failed train rollouts share this structure"),
+                "evidence": (f"{sum(evidence[(d, s)] for s, _ in subs)} failed train rollouts "
+                             "match this domain's structures"),
                 "sub_domains": [{"name": s, "failure_rate": round(v, 3)} for s, v in subs],
             } for d, subs in ranked],
             "allocations": alloc,
             "structural_features": [{"name": k, "definition": v}
                                     for k, v in fam.FEATURE_DEFINITIONS.items()],
+            "metrics_failed_vs_passed": metric_means(rows),
         }
-        skeletons = [{"source": f"{brief.failures_step}_idx_{i}", "problem": p}
-                     for i, (r, p) in enumerate(probs) if float(r.get("reward", 0)) < 0.5]
+        skeletons = [fam.skeleton(f"{brief.failures_step}_idx_{i}", r.get("info") or {})
+                     for i, r, _ in probs if failed(r)]
         d = brief.iter_dir
         atomic_write_json(d / "weakness.json", weakness)
         atomic_write_json(d / "skeletons.json", skeletons)
-        atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), len(failed)))
+        atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed))
         atomic_write_text(d / "gen_dataset.py", GEN_SCRIPT.format(
+            family=fam.__name__,
             seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
             prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
             env_id=brief.hub["env_id"],
             env_args=json.dumps(brief.hub.get("env_args") or {})))
-        atomic_write_text(d / "scratchpad_entry.md", self._entry(brief, weakness, len(rows), len(failed)))
+        atomic_write_text(d / "scratchpad_entry.md",
+                          self._entry(brief, weakness, len(rows), n_failed, fam.DATA_PLAN))
 
     def _report(self, brief: Brief, w: dict, n: int, n_failed: int) -> str:
         lines = [f"# Weakness report — iteration {brief.iteration}", "",
@@ -125,11 +158,14 @@ class BuiltinTeacher:
                 lines.append(f"  - {s['name']}: failure rate {s['failure_rate']}")
         lines += ["", "## Bucket allocations"]
         lines += [f"- {k}: {v}" for k, v in w["allocations"].items()]
+        if w["metrics_failed_vs_passed"]:
+            lines += ["", "## Reward components (mean over failed / passed rollouts)"]
+            lines += [f"- {k}: {a} / {b}" for k, (a, b) in w["metrics_failed_vs_passed"].items()]
         lines += ["", "## structural_features"]
         lines += [f"- {f['name']}: {f['definition']}" for f in w["structural_features"]]
         return "\n".join(lines) + "\n"
 
-    def _entry(self, brief: Brief, w: dict, n: int, n_failed: int) -> str:
+    def _entry(self, brief: Brief, w: dict, n: int, n_failed: int, plan: str) -> str:
         top = w["domains"][0]
         return "\n".join([
             f"## Iteration {brief.iteration} — built-in teacher",
@@ -140,8 +176,7 @@ class BuiltinTeacher:
             "### (2) Buckets and target counts",
             *[f"- {k}: {v}" for k, v in w["allocations"].items()],
             "### (3) Plan for the data",
-            "StockArithmetic family generator: cover stories, interleaved order, distractor "
-            "numbers, carries and borrows; 40% skeleton paraphrases of failed train problems.",
+            plan,
             "### (4) Hyperparameter / reward changes",
             "None: the hub rubric is mirrored as is; no auxiliary reward.",
             "### (5) Results",
@@ -153,7 +188,7 @@ GEN_SCRIPT = '''"""Generator for this iteration (written by the built-in teacher
 import json
 
 from generators import cold_read, round_trip
-from generators.stock_arithmetic import generate
+from {family} import generate
 
 weakness = json.load(open("weakness.json"))
 skeletons = json.load(open("skeletons.json"))

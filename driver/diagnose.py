@@ -1,0 +1,136 @@
+"""Does a rollout file carry GRPO gradient? Four numbers and a verdict.
+
+Mean reward says little on its own. GRPO scores a rollout against the other rollouts of its
+prompt, so what matters is that every prompt has the same group size (uniformity), that many
+groups have outcomes that differ (the live fraction: an all-pass or all-fail group has zero
+advantage everywhere), and that effort is not punished (a negative correlation of reward with
+tool calls or completion length means the cheapest policy wins, and training will find it).
+
+Rows are graded rollouts in prime-rl's classic shape, grouped by `example_id`. Only numeric
+fields are read, plus the completion's length and tool calls.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from collections import Counter
+from pathlib import Path
+
+# Thresholds (documented in `driver diagnose --help`)
+SUCCESS_THRESHOLD = 0.5   # a rollout "passes" when its reward is at least this
+FLOAT_TOLERANCE = 1e-6    # rewards closer than this are equal (float noise)
+MIN_LIVE_FRACTION = 0.25  # fewer live groups than this: FAIL (too little gradient)
+MIN_EFFORT_CORR = -0.2    # a correlation below this: FAIL ("effort buys risk")
+MAX_TRUNCATION = 0.2      # more truncated rollouts than this: FAIL
+
+
+def read_rows(path: Path) -> list[dict]:
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n} is not JSON ({e.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{n} is not a JSON object")
+            rows.append(row)
+    return rows
+
+
+def _reward(row: dict) -> float:
+    r = row.get("reward")
+    if isinstance(r, bool) or not isinstance(r, (int, float)):
+        raise ValueError(f"row with example_id {row.get('example_id')!r} has no numeric reward")
+    return float(r)
+
+
+def tool_calls(row: dict) -> int | None:
+    """Tool calls the policy made, when the row records any; None for a text-only row."""
+    comp = row.get("completion")
+    if not isinstance(comp, list):
+        return None
+    calls = [m for m in comp if isinstance(m, dict) and m.get("tool_calls")]
+    if not calls and not any(isinstance(m, dict) and m.get("role") == "tool" for m in comp):
+        return None
+    return sum(len(m["tool_calls"]) for m in calls)
+
+
+def completion_length(row: dict) -> int:
+    comp = row.get("completion")
+    if isinstance(comp, str):
+        return len(comp)
+    return sum(len(str(m.get("content") or "")) for m in comp or [] if isinstance(m, dict))
+
+
+def _pearson(xs: list[float], ys: list[float]) -> float | None:
+    if len(xs) < 3 or statistics.pstdev(xs) == 0 or statistics.pstdev(ys) == 0:
+        return None
+    return statistics.correlation(xs, ys)
+
+
+def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
+             tolerance: float = FLOAT_TOLERANCE) -> dict:
+    if not rows:
+        raise ValueError("no rollout rows to diagnose")
+    groups: dict = {}
+    for i, r in enumerate(rows):
+        key = r.get("example_id", f"row-{i}")
+        groups.setdefault(json.dumps(key, sort_keys=True, default=str), []).append(_reward(r))
+    sizes = Counter(len(g) for g in groups.values())
+    live_outcome = sum(1 for g in groups.values()
+                       if len({x >= success_threshold for x in g}) > 1) / len(groups)
+    live_reward = sum(1 for g in groups.values() if max(g) - min(g) > tolerance) / len(groups)
+    rewards = [_reward(r) for r in rows]
+    tools = [tool_calls(r) for r in rows]
+    if all(t is not None for t in tools):
+        effort_kind, effort = "tool_calls", [float(t) for t in tools]
+    else:
+        effort_kind, effort = "completion_length", [float(completion_length(r)) for r in rows]
+    corr = _pearson(effort, rewards)
+    truncated = sum(1 for r in rows if r.get("is_truncated")) / len(rows)
+    reasons = []
+    if len(sizes) > 1:
+        reasons.append("group sizes differ: " + json.dumps(dict(sorted(sizes.items())))
+                       + " (GRPO needs one group size; key the rollout budget by prompt)")
+    if live_outcome < MIN_LIVE_FRACTION:
+        reasons.append(f"live fraction {live_outcome:.3f} < {MIN_LIVE_FRACTION}: too few groups "
+                       "whose outcome varies carry gradient")
+    if corr is not None and corr < MIN_EFFORT_CORR:
+        reasons.append(f"effort correlation {corr:+.3f} < {MIN_EFFORT_CORR} ({effort_kind}): "
+                       "effort buys risk, so the cheapest policy wins")
+    if truncated > MAX_TRUNCATION:
+        reasons.append(f"truncation rate {truncated:.3f} > {MAX_TRUNCATION}: raise the "
+                       "completion limit or shorten the task")
+    return {
+        "rows": len(rows), "groups": len(groups),
+        "group_sizes": {str(k): v for k, v in sorted(sizes.items())},
+        "uniform_groups": len(sizes) == 1,
+        "live_fraction_outcome": round(live_outcome, 4),
+        "live_fraction_reward": round(live_reward, 4),
+        "effort_kind": effort_kind,
+        "effort_correlation": None if corr is None else round(corr, 4),
+        "mean_reward": round(statistics.fmean(rewards), 4),
+        "truncation_rate": round(truncated, 4),
+        "verdict": "FAIL" if reasons else "PASS",
+        "reasons": reasons,
+    }
+
+
+def render(d: dict) -> str:
+    sizes = ", ".join(f"{k}: {v}" for k, v in d["group_sizes"].items())
+    corr = "n/a (no variance)" if d["effort_correlation"] is None else f"{d['effort_correlation']:+.3f}"
+    lines = [
+        f"rows {d['rows']} · groups {d['groups']}",
+        f"group uniformity     {'uniform' if d['uniform_groups'] else 'MIXED'} ({{{sizes}}})",
+        f"live fraction        {d['live_fraction_outcome']:.3f} on pass/fail · "
+        f"{d['live_fraction_reward']:.3f} on raw reward",
+        f"effort correlation   {corr} (reward vs {d['effort_kind']})",
+        f"mean reward          {d['mean_reward']:.4f}",
+        f"truncation rate      {d['truncation_rate']:.3f}",
+        f"verdict              {d['verdict']}",
+    ]
+    lines += [f"  - {r}" for r in d["reasons"]]
+    return "\n".join(lines)

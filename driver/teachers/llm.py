@@ -1,0 +1,162 @@
+"""The LLM teacher: one chat call per attempt to an OpenAI-compatible endpoint or Anthropic's
+Messages API.
+
+The prompt is rendered from templates/teacher_llm/ out of the Brief alone (train rollouts,
+hub_env.json, prior reports, eval accuracies as numbers, the gate's last lines), so nothing from
+an eval rollout can reach it. The reply carries the four files between `<<<FILE name>>>` and
+`<<<END FILE>>>` markers; a reply missing one is re-asked (up to MAX_FORMAT_RETRIES) before the
+attempt fails. A gate rejection comes back through the phase machine: the next attempt's prompt
+carries the gate's lines and the rejected script. Tokens and cost go to teacher_usage.json,
+which the iteration's metrics entry carries.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+
+from driver import resources
+from driver.errors import DriverError
+from driver.state import atomic_write_json, atomic_write_text, read_json
+from driver.teachers import OUTPUTS, Brief, outputs_present
+
+MAX_FORMAT_RETRIES = 2
+PROMPT_ROWS = 60            # failed rows shown in full-ish form; the rest are counted only
+FIELD_CHARS = 700           # each prompt/completion/info is cut to this many characters
+DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
+DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_FILE = re.compile(r"<<<FILE\s+([\w.\-]+)\s*>>>\n?(.*?)\n?<<<END FILE>>>", re.S)
+
+
+def parse_files(text: str) -> dict[str, str]:
+    """The files of a reply, by name; only the four outputs are kept."""
+    return {name: body.rstrip() + "\n" for name, body in _FILE.findall(text) if name in OUTPUTS}
+
+
+def _clip(value, n: int = FIELD_CHARS) -> str:
+    if isinstance(value, list):   # chat messages: the user's turn is the problem
+        value = " ".join(str(m.get("content", "")) for m in value
+                         if isinstance(m, dict) and m.get("role") != "system")
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[:n] + " …"
+
+
+def render_prompt(brief: Brief) -> tuple[str, str]:
+    """(system, user) for this attempt. Only Brief fields go in: never an eval rollout."""
+    env = resources.jinja()
+    rows = brief.failures()
+    shown = [{"idx": i, "reward": r.get("reward"), "prompt": _clip(r.get("prompt")),
+              "completion": _clip(r.get("completion")), "answer": _clip(r.get("answer"), 200),
+              "info": _clip(r.get("info"), 400)} for i, r in enumerate(rows[:PROMPT_ROWS])]
+    prior = [(p.parent.name, p.read_text(encoding="utf-8")[:4000])
+             for p in brief.prior_reports[-2:] if p.exists()]
+    rejected = None
+    if brief.attempt:
+        old = brief.iter_dir / f"gen_dataset.py.rejected-{brief.attempt}"
+        if old.exists():
+            rejected = old.read_text(encoding="utf-8")[:12000]
+    system = env.get_template("teacher_llm/system.md.j2").render()
+    user = env.get_template("teacher_llm/user.md.j2").render(
+        b=brief, hub_json=json.dumps(brief.hub, indent=2, default=str)[:8000], rows=shown,
+        total_rows=len(rows), prior=prior, rejected_script=rejected)
+    return system, user
+
+
+class LLMTeacher:
+    name = "llm"
+
+    def __init__(self, cfg):
+        self.cfg = cfg   # driver.state.LLMConfig
+
+    # ---- the endpoint -----------------------------------------------------------------------
+    def _key(self) -> str | None:
+        return os.environ.get(self.cfg.key_env) or None
+
+    def chat(self, system: str, messages: list[dict]) -> tuple[str, dict]:
+        """One call; returns (text, {"input_tokens", "output_tokens"})."""
+        import httpx
+
+        c, key = self.cfg, self._key()
+        if c.api == "anthropic":
+            url = c.base_url.rstrip("/") + "/v1/messages"
+            headers = {"anthropic-version": "2023-06-01", "content-type": "application/json"}
+            if key:
+                headers["x-api-key"] = key
+            body = {"model": c.model, "max_tokens": c.max_tokens, "system": system,
+                    "messages": messages}
+        else:
+            url = c.base_url.rstrip("/") + "/chat/completions"
+            headers = {"content-type": "application/json"}
+            if key:
+                headers["authorization"] = f"Bearer {key}"
+            body = {"model": c.model, "max_tokens": c.max_tokens,
+                    "messages": [{"role": "system", "content": system}, *messages]}
+        try:
+            r = httpx.post(url, json=body, headers=headers, timeout=c.timeout_s)
+        except httpx.HTTPError as e:
+            raise DriverError(f"the LLM teacher could not reach {url}: {e}. Check --llm-base-url "
+                              "and the network, then `driver resume`.") from None
+        if r.status_code in (401, 403):
+            raise DriverError(f"{url} refused the request ({r.status_code}): set {c.key_env} to a "
+                              "valid key, then `driver resume`.")
+        if r.status_code >= 400:
+            raise DriverError(f"{url} answered {r.status_code}: {r.text[:300]}. Fix the cause, "
+                              "then `driver resume`.")
+        try:
+            data = r.json()
+            if c.api == "anthropic":
+                text = "".join(b.get("text", "") for b in data["content"] if b.get("type") == "text")
+                u = data.get("usage") or {}
+                usage = {"input_tokens": u.get("input_tokens", 0), "output_tokens": u.get("output_tokens", 0)}
+            else:
+                text = data["choices"][0]["message"]["content"] or ""
+                u = data.get("usage") or {}
+                usage = {"input_tokens": u.get("prompt_tokens", 0), "output_tokens": u.get("completion_tokens", 0)}
+        except (ValueError, KeyError, IndexError, TypeError) as e:
+            raise DriverError(f"{url} returned a reply that is not a {c.api} chat response "
+                              f"({type(e).__name__}: {e}); check --llm-api and --llm-base-url.") from None
+        return text, usage
+
+    # ---- the contract -----------------------------------------------------------------------
+    def teach(self, brief: Brief) -> None:
+        if outputs_present(brief.iter_dir):
+            return
+        system, user = render_prompt(brief)
+        messages = [{"role": "user", "content": user}]
+        usage_path = brief.iter_dir / "teacher_usage.json"
+        usage = read_json(usage_path) if usage_path.exists() else new_usage(self.cfg)
+        for ask in range(MAX_FORMAT_RETRIES + 1):
+            t0 = time.time()
+            text, u = self.chat(system, messages)
+            record_call(usage, self.cfg, u, attempt=brief.attempt, seconds=time.time() - t0)
+            atomic_write_json(usage_path, usage)
+            files = parse_files(text)
+            missing = [n for n in OUTPUTS if n not in files]
+            if not missing:
+                for name in OUTPUTS:
+                    atomic_write_text(brief.iter_dir / name, files[name])
+                return
+            messages += [{"role": "assistant", "content": text},
+                         {"role": "user", "content":
+                          f"Your reply is missing {', '.join(missing)}. Reply again with all four "
+                          "files, each between <<<FILE name>>> and <<<END FILE>>>."}]
+        raise DriverError(f"the LLM teacher's replies never carried all four files (missing "
+                          f"{', '.join(missing)} after {MAX_FORMAT_RETRIES + 1} asks); try another "
+                          "--llm-model, then `driver resume`.")
+
+
+def new_usage(cfg) -> dict:
+    return {"model": cfg.model, "api": cfg.api, "calls": 0, "input_tokens": 0,
+            "output_tokens": 0, "cost_usd": None, "per_call": []}
+
+
+def record_call(usage: dict, cfg, u: dict, attempt: int, seconds: float) -> None:
+    usage["calls"] += 1
+    usage["input_tokens"] += int(u["input_tokens"])
+    usage["output_tokens"] += int(u["output_tokens"])
+    if cfg.price_in is not None and cfg.price_out is not None:
+        usage["cost_usd"] = round((usage["input_tokens"] * cfg.price_in
+                                   + usage["output_tokens"] * cfg.price_out) / 1e6, 6)
+    usage["per_call"].append({"attempt": attempt, **u, "seconds": round(seconds, 2)})

@@ -1,0 +1,254 @@
+"""The three teachers against the driver: the built-in teacher on both family environments, the
+LLM teacher against a faithful fake API on 127.0.0.1, a scripted coding agent through TEACHER.md,
+and a canary planted in eval prompts and answers that no teacher input or output may carry."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FAST, ROOT, driver, driver_env, run_dir_from
+from fake_llm import FakeLLM
+import teacher_files
+
+sys.path.insert(0, str(ROOT / "tests" / "envs"))
+from canary_stock import CANARY  # noqa: E402
+
+ENVS = str(ROOT / "tests" / "envs")
+
+
+def canary_env(tmp_path, **extra) -> dict:
+    env = driver_env(tmp_path, **extra)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
+    return env
+
+
+def files_with_canary(run_dir: Path) -> list[str]:
+    """Every file under the run directory that carries the canary, except the trainer's own
+    eval rollout files (the only place eval content may live)."""
+    hits = []
+    for p in run_dir.rglob("*"):
+        if p.is_file() and CANARY.encode() in p.read_bytes():
+            hits.append(str(p.relative_to(run_dir)))
+    return [h for h in hits if not h.endswith("eval_rollouts.jsonl")]
+
+
+# --------------------------------------------------------------------------------------------
+# built-in teacher
+
+def _brief(tmp_path, env_id, rows):
+    from driver.teachers import Brief
+
+    d = tmp_path / "iter_1"
+    d.mkdir()
+    failures = tmp_path / "failures.jsonl"
+    failures.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Brief(run_dir=tmp_path, iter_dir=d, iteration=1, hub={"env_id": env_id, "env_args": {}},
+                 failures_path=failures, failures_step="train_step_30", eval_accs={"iter_0": 0.2})
+
+
+@pytest.mark.parametrize("env_id,fails", [
+    # a constructed student: it fails every story with a borrow / every multi-file task
+    ("stock_arithmetic", lambda info: __import__("generators.stock_arithmetic", fromlist=["x"]).borrows(info["problem"]) > 0),
+    ("model_router", lambda info: info["files_touched"] >= 3),
+])
+def test_builtin_teacher_passes_the_gate_and_ranks_the_failing_structure_first(tmp_path, env_id, fails):
+    import verifiers as vf
+
+    from driver import generator
+    from driver.gates import dataset as gate
+    from driver.gates import decontam
+    from driver.teachers.builtin import BuiltinTeacher
+
+    train = list(vf.load_environment(env_id).get_dataset())[:200]
+    rows = sorted(({"prompt": r["prompt"], "completion": "x" * (i % 7), "answer": r["answer"],
+                    "info": r["info"], "reward": 0.0 if fails(r["info"]) else 1.0}
+                   for i, r in enumerate(train)), key=lambda r: r["reward"])
+    brief = _brief(tmp_path, env_id, rows)
+    BuiltinTeacher().teach(brief)
+    w = json.loads((brief.iter_dir / "weakness.json").read_text())
+    # domains come ranked by their worst bucket's failure rate, and the rates are the
+    # constructed student's: a bucket's rate is (failed + 1) / (matching + 2)
+    worst = [max(s["failure_rate"] for s in d["sub_domains"]) for d in w["domains"]]
+    assert worst == sorted(worst, reverse=True) and worst[0] > worst[-1]
+    fam = __import__(f"generators.{env_id}", fromlist=["x"])
+    (d0, s0), constraint = next(iter(fam.BUCKETS.items()))
+    hits = [r for r in rows if constraint(fam.structure_of(r["info"]))]
+    expect = (sum(r["reward"] == 0 for r in hits) + 1) / (len(hits) + 2)
+    got = next(s["failure_rate"] for d in w["domains"] if d["name"] == d0
+               for s in d["sub_domains"] if s["name"] == s0)
+    assert got == pytest.approx(expect, abs=1e-3)
+    assert sum(w["allocations"].values()) == 600
+    run = generator.run(brief.iter_dir)
+    assert run["ok"], run
+    fp = decontam.eval_fingerprints(sys.executable, env_id)
+    rep = gate.check(brief.iter_dir / "dataset.jsonl", w, eval_fingerprints=fp)
+    assert rep.passed, rep.render()
+    # every skeleton row cites a failed train rollout that exists
+    sources = [json.loads(l)["info"]["source"] for l in (brief.iter_dir / "dataset.jsonl").open()]
+    idx = {int(s.rsplit("_", 1)[1]) for s in sources if s.startswith("skeleton:")}
+    assert idx and all(rows[i]["reward"] == 0.0 for i in idx)
+
+
+def test_builtin_teacher_refuses_an_env_without_a_family_generator(tmp_path):
+    from driver.errors import DriverError
+    from driver.teachers.builtin import BuiltinTeacher
+
+    brief = _brief(tmp_path, "parity_toy", [{"prompt": "p", "completion": "c", "reward": 0.0}])
+    with pytest.raises(DriverError, match="--teacher agent"):
+        BuiltinTeacher().teach(brief)
+    assert not list(brief.iter_dir.iterdir())
+
+
+# --------------------------------------------------------------------------------------------
+# LLM teacher
+
+_ROW = re.compile(r"### idx (\d+) · reward (\S+)\n.*?\ninfo: (.*?)\n", re.S)
+
+
+def _passing_from_prompt(body: dict) -> str:
+    """What a capable model answers: skeletons of the failed rows it was shown."""
+    user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    step = re.search(r"from (train_step_\d+)", user).group(1)
+    skeletons = []
+    for idx, reward, info in _ROW.findall(user):
+        try:
+            info = json.loads(info)
+        except json.JSONDecodeError:
+            continue
+        if float(reward) < 0.5 and isinstance(info, dict) and "problem" in info:
+            skeletons.append({"source": f"{step}_idx_{idx}", "problem": info["problem"]})
+    n = int(re.search(r"# Iteration (\d+)", user).group(1))
+    return teacher_files.as_reply(teacher_files.passing(skeletons, n, "canary_stock"))
+
+
+def test_llm_teacher_is_re_asked_with_the_gate_lines_and_no_eval_canary_reaches_it(tmp_path, runs):
+    script = [lambda body: "I think the student struggles with borrows.",           # no files
+              lambda body: teacher_files.as_reply(teacher_files.failing(1)),       # gate fails
+              _passing_from_prompt]                                                 # passes
+    with FakeLLM(script) as llm:
+        env = canary_env(tmp_path, TEACHER_TEST_KEY="sk-test-123")
+        r = driver(["run", "--dataset", "canary_stock", "--max-iters", "2", "--runs-dir", str(runs),
+                    "--teacher", "llm", "--llm-base-url", llm.url + "/v1", "--llm-model", "fake-1",
+                    "--llm-key-env", "TEACHER_TEST_KEY", "--llm-price-in", "3",
+                    "--llm-price-out", "15", *FAST], env)
+        requests = llm.requests
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    assert [q["path"] for q in requests] == ["/v1/chat/completions"] * 3
+    assert requests[0]["headers"]["authorization"] == "Bearer sk-test-123"
+    # the format re-ask carries the first reply; the third request carries the gate's lines
+    assert "missing" in requests[1]["body"]["messages"][-1]["content"]
+    third = requests[2]["body"]["messages"][-1]["content"]
+    gate = json.loads((rd / "iter_1" / "gate_report.json").read_text())
+    assert gate["passed"] is True
+    rejected = (rd / "iter_1" / "gen_dataset.py.rejected-1").read_text()
+    assert "previous answer was rejected" in third and "range(10, 50)" in third
+    assert re.search(r"rows .*40", third)
+    assert rejected.strip() in third
+    # tokens and cost of all three calls in metrics.json
+    m = json.loads((rd / "metrics.json").read_text())
+    it1 = next(i for i in m["iters"] if i["iter"] == 1)
+    u = it1["teacher_usage"]
+    calls = json.loads((rd / "iter_1" / "teacher_usage.json").read_text())["per_call"]
+    assert u["calls"] == 3 and len(calls) == 3
+    assert u["input_tokens"] == sum(c["input_tokens"] for c in calls) > 0
+    assert u["cost_usd"] == pytest.approx((u["input_tokens"] * 3 + u["output_tokens"] * 15) / 1e6)
+    # sealing: the canary is in the trainer's eval rollouts and nowhere else
+    assert any(CANARY in p.read_text() for p in rd.rglob("eval_rollouts.jsonl"))
+    assert not any(CANARY in json.dumps(q["body"]) for q in requests)
+    assert files_with_canary(rd) == []
+    assert CANARY not in r.stdout + r.stderr
+    assert "sk-test-123" not in "".join(p.read_text(errors="replace") for p in rd.rglob("*.json"))
+
+
+def test_llm_teacher_speaks_anthropic_messages_api(tmp_path):
+    from driver.state import LLMConfig
+    from driver.teachers.llm import LLMTeacher
+
+    files = teacher_files.passing([], 1, "stock_arithmetic")
+    with FakeLLM([lambda body: teacher_files.as_reply(files)]) as llm:
+        cfg = LLMConfig(api="anthropic", base_url=llm.url, model="claude-x", key_env="ANTH_TEST_KEY",
+                        price_in=None, price_out=None)
+        os.environ["ANTH_TEST_KEY"] = "k-anth"
+        try:
+            text, usage = LLMTeacher(cfg).chat("sys", [{"role": "user", "content": "hello"}])
+        finally:
+            del os.environ["ANTH_TEST_KEY"]
+        req = llm.requests[0]
+    assert req["path"] == "/v1/messages"
+    assert req["headers"]["x-api-key"] == "k-anth" and req["headers"]["anthropic-version"]
+    assert req["body"]["system"] == "sys" and req["body"]["messages"][0]["content"] == "hello"
+    assert set(teacher_files.as_reply(files).split()) == set(text.split())
+    assert usage["output_tokens"] > 0
+
+
+def test_llm_teacher_needs_a_model_and_reports_an_unreachable_endpoint(tmp_path, runs):
+    env = driver_env(tmp_path)
+    r = driver(["run", "--teacher", "llm", "--runs-dir", str(runs)], env)
+    assert r.returncode == 2 and "--llm-model" in r.stderr and not list(runs.iterdir())
+    r = driver(["run", "--teacher", "llm", "--llm-model", "m", "--llm-base-url",
+                "http://127.0.0.1:9/v1", "--max-iters", "2", "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 1 and "could not reach http://127.0.0.1:9/v1" in r.stderr
+    rd = run_dir_from(r.stdout)
+    st = json.loads((rd / "run.json").read_text())
+    assert st["status"] == "failed" and st["phase"] == "weakness"
+
+
+# --------------------------------------------------------------------------------------------
+# agent teacher: a scripted agent follows TEACHER.md
+
+def scripted_agent(brief_path: Path, env: dict) -> None:
+    """Reads only what TEACHER.md points to, writes the four files, runs the generator and the
+    checks the brief lists (except `driver resume`, which the caller runs)."""
+    text = brief_path.read_text()
+    assert CANARY not in text
+    iter_dir = Path(re.search(r"Write these files in `([^`]+)`", text).group(1))
+    failures = Path(re.search(r"lowest reward first: `([^`]+)`", text).group(1))
+    step = re.search(r"\(from `(train_step_\d+)`\)", text).group(1)
+    n = int(re.search(r"# Teacher brief — iteration (\d+)", text).group(1))
+    rows = [json.loads(l) for l in failures.open()]
+    assert not any(CANARY in json.dumps(r) for r in rows)
+    skeletons = [{"source": f"{step}_idx_{i}", "problem": r["info"]["problem"]}
+                 for i, r in enumerate(rows) if r["reward"] < 0.5]
+    checks = re.search(r"## Check, then hand back\n.*?```\n(.*?)```", text, re.S).group(1)
+    prior = re.findall(r"--prior (\S+)", checks)      # earlier iterations' rows: no clones of them
+    assert len(prior) == n - 1
+    for name, body in teacher_files.passing(skeletons, n, "canary_stock", prior=prior).items():
+        (iter_dir / name).write_text(body)
+    ran = []
+    for line in checks.strip().splitlines():
+        if line.startswith("driver validate"):
+            v = driver(line.split()[1:], env)
+            assert v.returncode == 0, v.stdout + v.stderr
+        elif "gen_dataset.py" in line:
+            subprocess.run(line.replace("python ", f"{sys.executable} ", 1), shell=True, env=env,
+                           check=True, capture_output=True)
+        ran.append(line.split()[0:2])
+    assert ["driver", "validate"] in ran and ["driver", "resume"] in ran
+
+
+def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs):
+    env = canary_env(tmp_path)
+    r = driver(["run", "--dataset", "canary_stock", "--teacher", "agent", "--max-iters", "3",
+                "--runs-dir", str(runs), *FAST], env)
+    rd = run_dir_from(r.stdout)
+    stops = 0
+    while r.returncode == 3:
+        stops += 1
+        st = json.loads((rd / "run.json").read_text())
+        assert st["status"] == "waiting_teacher"
+        scripted_agent(rd / f"iter_{st['iteration']}" / "TEACHER.md", env)
+        r = driver(["resume", str(rd)], env)
+        assert CANARY not in r.stdout + r.stderr
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert stops == 2
+    m = json.loads((rd / "metrics.json").read_text())
+    assert [i["iter"] for i in m["iters"]] == [0, 1, 2]
+    assert all(i.get("eval_acc") is not None for i in m["iters"])
+    assert files_with_canary(rd) == []
