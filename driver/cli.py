@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--llm-price-out", type=float, help="USD per million output tokens")
     r.add_argument("--teacher-retries", default=3, type=positive_int,
                    help="gate failures before an iteration is skipped (default: %(default)s)")
+    r.add_argument("--probe-prompts", default=32, type=int,
+                   help="pre-training gradient probe: the anchor student samples a group on this "
+                        "many generated rows; 0 turns it off (default: %(default)s)")
+    r.add_argument("--probe-min-live", default=0.1, type=float,
+                   help="a dataset whose probe has fewer live groups (outcome varies) than this "
+                        "fraction goes back to the teacher (default: %(default)s)")
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")
     r.add_argument("--seed", default=0, type=int, help="seed for every random choice (default: 0)")
 
@@ -231,6 +237,8 @@ def cmd_run(a) -> int:
                         model=a.llm_model, key_env=a.llm_key_env or DEFAULT_KEY_ENV[a.llm_api],
                         max_tokens=a.llm_max_tokens, price_in=a.llm_price_in,
                         price_out=a.llm_price_out)
+    if a.probe_prompts < 0 or not 0 <= a.probe_min_live <= 1:
+        raise _usage("--probe-prompts must be >= 0 and --probe-min-live within [0, 1]")
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = Path(a.runs_dir)
@@ -252,7 +260,8 @@ def cmd_run(a) -> int:
         max_completion_tokens=a.max_completion_tokens, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
         backend=a.backend, teacher=a.teacher, seed=a.seed,
         prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
-        teacher_retries=a.teacher_retries, llm=llm)
+        teacher_retries=a.teacher_retries, llm=llm, probe_prompts=a.probe_prompts,
+        probe_min_live=a.probe_min_live)
     with RunLock(rd.path):
         rd.save(state)
         atomic_write_json(rd.metrics_json, {"iters": [], "controls": []})

@@ -1,7 +1,7 @@
 """The phase state machine: the only place that decides what happens next.
 
-    introspect -> baseline -> gate -> [weakness -> dataset -> environment -> train -> evaluate
-    -> gate]* -> run_a -> run_b -> finalize -> done
+    introspect -> baseline -> gate -> [weakness -> dataset -> environment -> probe -> train
+    -> evaluate -> gate]* -> run_a -> run_b -> finalize -> done
 
 Phases do work and report; they never choose their successor. The gate before each iteration is
 the only exit of the loop: elapsed >= budget, or iteration index >= max_iters. run.json is saved
@@ -16,7 +16,7 @@ from driver.errors import DriverError, WaitingForTeacher
 from driver.phases import controls, finalize, iteration, setup
 from driver.state import PhaseRecord, now
 
-LOOP = ("weakness", "dataset", "environment", "train", "evaluate")
+LOOP = ("weakness", "dataset", "environment", "probe", "train", "evaluate")
 
 
 def gate(ctx: Ctx) -> str:
@@ -58,6 +58,14 @@ def step(ctx: Ctx, phase: str) -> str:
         return "environment"
     if phase == "environment":
         iteration.environment(ctx, n)
+        return "probe"
+    if phase == "probe":
+        outcome = iteration.probe(ctx, n)
+        if outcome == "retry":
+            return "weakness"
+        if outcome == "skip":
+            iteration.record_skip(ctx, n)
+            return "gate"
         return "train"
     if phase == "train":
         iteration.train_iteration(ctx, n)

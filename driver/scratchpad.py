@@ -27,6 +27,17 @@ def _trajectory(summary: dict, buckets: int = 5) -> str:
     return "; ".join(parts)
 
 
+def _diagnose_line(summary: dict) -> list[str]:
+    d = summary.get("train_diagnose")
+    if not d or d.get("verdict") == "n/a":
+        return []
+    corr = "n/a" if d["effort_correlation"] is None else f"{d['effort_correlation']:+.2f}"
+    return [f"- train rollouts at step {d['step']}: live fraction {d['live_fraction_outcome']:.2f} "
+            f"(raw reward {d['live_fraction_reward']:.2f}), groups "
+            f"{'uniform' if d['uniform_groups'] else 'MIXED'}, effort correlation {corr}, "
+            f"truncation {d['truncation_rate']:.2f}: {d['verdict']}"]
+
+
 def _results(metric: dict, summary: dict | None) -> str:
     if metric.get("skipped"):
         return f"skipped: {metric.get('reason')}\n"
@@ -36,6 +47,11 @@ def _results(metric: dict, summary: dict | None) -> str:
     if metric.get("delta_vs_prev") is not None:
         lines.append(f"- delta vs previous: {metric['delta_vs_prev']:+.4f}; verdict: {metric.get('verdict')}")
     lines.append(f"- train reward trajectory: {_trajectory(summary)}")
+    lines += _diagnose_line(summary)
+    if metric.get("probe") and not metric["probe"].get("skipped"):
+        p = metric["probe"]
+        lines.append(f"- gradient probe before training: live fraction {p['live_fraction']:.2f} on "
+                     f"{p['prompts']} prompts x {p['k']}")
     return "\n".join(lines) + "\n"
 
 
@@ -52,7 +68,7 @@ def render(ctx, final_table: str | None = None) -> None:
         out += ["## Iteration 0 — baseline",
                 f"Source: {'inherited via --init-from' if s.get('source') == 'init-from' else 'trained on the hub env'}",
                 f"- eval_acc: {s['eval_acc']:.4f}" + (f" (n={s['n_eval']})" if "n_eval" in s else ""),
-                f"- train reward trajectory: {_trajectory(s)}", ""]
+                f"- train reward trajectory: {_trajectory(s)}", *_diagnose_line(s), ""]
     n = 1
     while ctx.iter_dir(n).exists():
         d = ctx.iter_dir(n)

@@ -119,6 +119,8 @@ class RunState(BaseModel):
     prime_rl_dir: str | None = None
     base_config: str | None = None
     teacher_retries: int = 3
+    probe_prompts: int = 32           # 0 turns the pre-training gradient probe off
+    probe_min_live: float = 0.1       # live fraction below which a dataset carries no gradient
     llm: LLMConfig | None = None
     env_tag: str | None = None        # suffix of generated env package names, unique per run
     # Where the run is

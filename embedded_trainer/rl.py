@@ -148,15 +148,14 @@ def resolve_resume(out: Path, resume_step: int) -> int:
 
 # ---- model -----------------------------------------------------------------------------------
 
-def load_model(cfg, warm_env, warm_key: str):
-    """(policy, tokenizer, anchor path). model.name is a Hugging Face directory or the built-in
+def load_model(name: str, warm_env, warm_key: str):
+    """(policy, tokenizer, anchor path). `name` is a Hugging Face directory or the built-in
     recipe; hub names need the network, which this trainer never uses."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from embedded_trainer import recipe
 
-    name = cfg.model.name
     if recipe.is_recipe(name):
         try:
             path = recipe.materialize(name, warm_env, warm_key, log)
@@ -233,7 +232,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
     # the student and, for the KL term, its frozen anchor (the model before any RL)
     warm_block = eval_blocks[0] if eval_blocks else train_blocks[0]
     warm_env = eval_envs[0] if eval_envs else train_envs[0]
-    model, tok, model_path = load_model(cfg, warm_env, json.dumps(
+    model, tok, model_path = load_model(cfg.model.name, warm_env, json.dumps(
         {"id": warm_block.id, "args": warm_block.args}, sort_keys=True))
     model.to(device)
     anchor = None

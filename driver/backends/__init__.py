@@ -16,6 +16,12 @@ from pathlib import Path
 from driver.errors import UsageError
 
 RL_COMMAND_VAR = "DRIVER_RL_COMMAND"
+PROBE_COMMAND_VAR = "DRIVER_PROBE_COMMAND"
+
+
+def _probe_override() -> tuple[str, ...] | None:
+    cmd = os.environ.get(PROBE_COMMAND_VAR)
+    return tuple(shlex.split(cmd)) if cmd else None
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,9 @@ class Backend:
     cwd: str | None               # where the command runs
     python: str                   # the interpreter that loads environments at training time
     supports_multi_env: bool = True
+    # the pre-training gradient probe (embedded_trainer.probe's contract), or None where the
+    # backend has no way to sample the anchor student outside a training run
+    probe: tuple[str, ...] | None = None
 
 
 def prime_rl(prime_rl_dir: str | None) -> Backend:
@@ -33,7 +42,8 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
     runs in the current directory with the driver's interpreter loading environments."""
     override = os.environ.get(RL_COMMAND_VAR)
     if override:
-        return Backend("prime_rl", tuple(shlex.split(override)), None, sys.executable)
+        return Backend("prime_rl", tuple(shlex.split(override)), None, sys.executable,
+                       probe=_probe_override())
     root = prime_rl_dir or os.environ.get("PRIME_RL_DIR")
     if not root:
         raise UsageError(
@@ -49,7 +59,10 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
     venv_python = root_path / ".venv" / "bin" / "python"
     if not venv_python.exists():
         raise UsageError(f"{venv_python} is missing: run `uv sync` in {root_path} first")
-    return Backend("prime_rl", (uv, "run", "rl"), str(root_path), str(venv_python))
+    # prime-rl samples through its vLLM server, which only runs inside `rl`: no probe unless
+    # DRIVER_PROBE_COMMAND names one (e.g. embedded_trainer.probe in an env with torch)
+    return Backend("prime_rl", (uv, "run", "rl"), str(root_path), str(venv_python),
+                   probe=_probe_override())
 
 
 # The classic dialect's window: [[orchestrator.train.env]] arrived in v0.5.1.dev55; dev226
@@ -129,7 +142,8 @@ def local() -> Backend:
             f"--backend local needs {', '.join(missing)} in {sys.executable}. Install the "
             "embedded extra with a CPU torch pinned: pip install 'synthetic-self-improve-rl"
             "[embedded]' (torch==2.13.0).")
-    return Backend("local", (sys.executable, "-m", "embedded_trainer.rl"), None, sys.executable)
+    return Backend("local", (sys.executable, "-m", "embedded_trainer.rl"), None, sys.executable,
+                   probe=_probe_override() or (sys.executable, "-m", "embedded_trainer.probe"))
 
 
 BACKENDS = {"prime_rl": prime_rl, "local": local}

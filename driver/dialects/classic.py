@@ -41,6 +41,10 @@ class ClassicDialect:
     def rollouts_dir(self, out: Path) -> Path:
         return Path(out) / "run_default" / "rollouts"
 
+    def weights_dir(self, out: Path, step: int) -> Path:
+        """The Hugging Face model directory a step's weights are saved in."""
+        return out / "weights" / f"step_{step}"
+
     def eval_file(self, out: Path, step: int) -> Path:
         return self.rollouts_dir(out) / f"step_{step}" / "eval_rollouts.jsonl"
 

@@ -225,12 +225,24 @@ def _train_reward(ctx: Ctx, arm: Arm) -> dict:
         if rewards:
             per_step[str(s)] = sum(rewards) / len(rewards)
     mean = sum(per_step.values()) / len(per_step) if per_step else None
-    return {"train_reward_mean": mean, "train_reward_by_step": per_step}
+    out = {"train_reward_mean": mean, "train_reward_by_step": per_step}
+    if per_step:   # does the last step still carry gradient? (driver diagnose's numbers)
+        from driver import diagnose
+
+        last = max(map(int, per_step))
+        try:
+            d = diagnose.diagnose(list(ctx.dialect.train_rows(arm.out, last)))
+            out["train_diagnose"] = {"step": last, **{k: d[k] for k in (
+                "groups", "uniform_groups", "live_fraction_outcome", "live_fraction_reward",
+                "effort_kind", "effort_correlation", "truncation_rate", "verdict", "reasons")}}
+        except ValueError as e:
+            out["train_diagnose"] = {"step": last, "verdict": "n/a", "reasons": [str(e)]}
+    return out
 
 
 def metrics_entry(summary: dict, **extra) -> dict:
     keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
-            "checkpoint", "rows", "final_step")
+            "checkpoint", "rows", "final_step", "train_diagnose")
     entry = {k: summary.get(k) for k in keep if k in summary}
     entry.update(extra)
     return entry

@@ -112,21 +112,92 @@ def dataset(ctx: Ctx, n: int) -> str:
     else:
         failures = [f"generator: {run['reason']}"]
         atomic_write_json(d / "gate_report.json", {"passed": False, "failures": failures})
+    return reject(ctx, n, failures)
+
+
+def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
+    """Hand the iteration back to the teacher with the reasons ("retry"), or record it as
+    skipped once the teacher is out of attempts ("skip")."""
+    d = ctx.iter_dir(n)
     attempts_path = d / "attempts.json"
     attempts = (read_json(attempts_path)["attempts"] if attempts_path.exists() else 0) + 1
     atomic_write_json(attempts_path, {"attempts": attempts})
     ctx.say(f"[iter_{n}] dataset rejected (attempt {attempts}/{ctx.state.teacher_retries}): "
             + "; ".join(failures[:4]))
-    # hand back to the teacher: its outputs are set aside so it writes them again
-    for name in teachers.OUTPUTS:
+    # set the teacher's outputs and their products aside, so all are written again
+    for name in (*teachers.OUTPUTS, "dataset.jsonl", "dataset_record.json", "probe.json"):
         p = d / name
         if p.exists():
             p.rename(d / f"{name}.rejected-{attempts}")
     if attempts >= ctx.state.teacher_retries:
-        atomic_write_json(d / "skipped.json", {"reason": "no dataset passed the gate",
+        atomic_write_json(d / "skipped.json", {"reason": "no dataset passed the gate and the probe",
                                                "failures": failures, "attempts": attempts})
         return "skip"
     return "retry"
+
+
+# --------------------------------------------------------------------------------------------
+# probe: does the dataset carry gradient for the anchor student?
+
+def probe(ctx: Ctx, n: int) -> str:
+    """Returns "ok", "retry" or "skip", like `dataset`. The anchor (iter_0's checkpoint) samples
+    a group on a sample of the generated rows; without live groups there is nothing to learn."""
+    import subprocess
+
+    from driver import diagnose
+
+    d = ctx.iter_dir(n)
+    record_path = d / "probe.json"
+    sha = envs.file_sha256(d / "dataset.jsonl")
+    if record_path.exists() and read_json(record_path).get("dataset_sha256") == sha:
+        rec = read_json(record_path)
+    else:
+        st = ctx.state
+        cmd = ctx.backend.probe
+        if st.probe_prompts == 0 or cmd is None:
+            why = "turned off (--probe-prompts 0)" if st.probe_prompts == 0 else \
+                f"the {ctx.backend.name} backend cannot sample outside a training run"
+            atomic_write_json(record_path, {"dataset_sha256": sha, "skipped": why})
+            ctx.say(f"[iter_{n}] probe skipped: {why}")
+            return "ok"
+        arm = arm_for(ctx, n)
+        model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
+        out = d / "probe_rollouts.jsonl"
+        args = [*cmd, "--model", str(model), "--env-id", arm.package, "--prompts",
+                str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
+                str(st.max_completion_tokens), "--seed", str(st.seed), "--output", str(out)]
+        faults.point("probe:before-launch")
+        with open(d / "probe.log", "w") as log:
+            r = subprocess.run(args, cwd=ctx.backend.cwd, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, timeout=3600)
+        if r.returncode != 0 or not out.exists():
+            tail = "\n".join((d / "probe.log").read_text(errors="replace").splitlines()[-10:])
+            raise DriverError(f"[iter_{n}] the gradient probe failed (exit {r.returncode}); see "
+                              f"{d / 'probe.log'}:\n{tail}\nFix the cause, then `driver resume`.")
+        diag = diagnose.diagnose(diagnose.read_rows(out))
+        by_group: dict = {}
+        for row in diagnose.read_rows(out):
+            by_group.setdefault(json.dumps(row.get("example_id")), []).append(
+                float(row["reward"]) >= diagnose.SUCCESS_THRESHOLD)
+        rec = {"dataset_sha256": sha, "prompts": diag["groups"], "k": st.rollouts_per_example,
+               "live_fraction": diag["live_fraction_outcome"],
+               "live_fraction_reward": diag["live_fraction_reward"],
+               "all_solved": sum(all(g) for g in by_group.values()),
+               "none_solved": sum(not any(g) for g in by_group.values()),
+               "mean_reward": diag["mean_reward"], "truncation_rate": diag["truncation_rate"],
+               "min_live": st.probe_min_live,
+               "passed": diag["live_fraction_outcome"] >= st.probe_min_live}
+        atomic_write_json(record_path, rec)
+    if rec.get("skipped") or rec["passed"]:
+        if not rec.get("skipped"):
+            ctx.say(f"[iter_{n}] probe: live fraction {rec['live_fraction']:.2f} on "
+                    f"{rec['prompts']} prompts x {rec['k']}")
+        return "ok"
+    return reject(ctx, n, [
+        f"probe: the dataset carries no gradient for the student: live fraction "
+        f"{rec['live_fraction']:.3f} < {rec['min_live']} on {rec['prompts']} prompts x {rec['k']} "
+        f"(all solved: {rec['all_solved']}, none solved: {rec['none_solved']}, mean reward "
+        f"{rec['mean_reward']:.3f}). Aim the rows at what the student sometimes solves."])
 
 
 # --------------------------------------------------------------------------------------------
@@ -159,7 +230,8 @@ def evaluate_iteration(ctx: Ctx, n: int) -> None:
                  if k in metrics and metrics[k].get("eval_acc") is not None), None)
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(
         summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
-        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0), **teacher_usage(ctx, n)))
+        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0), **teacher_usage(ctx, n),
+        **probe_figures(ctx, n)))
     faults.point("evaluate:after-metrics")
     scratchpad.render(ctx)
 
@@ -172,6 +244,13 @@ def teacher_usage(ctx: Ctx, n: int) -> dict:
     u = read_json(p)
     return {"teacher_usage": {k: u.get(k) for k in ("model", "calls", "input_tokens",
                                                     "output_tokens", "cost_usd")}}
+
+
+def probe_figures(ctx: Ctx, n: int) -> dict:
+    p = ctx.iter_dir(n) / "probe.json"
+    if not p.exists():
+        return {}
+    return {"probe": {k: v for k, v in read_json(p).items() if k != "dataset_sha256"}}
 
 
 def record_skip(ctx: Ctx, n: int) -> None:

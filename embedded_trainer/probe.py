@@ -1,0 +1,82 @@
+"""The pre-training gradient probe: does a dataset carry GRPO gradient for *this* student?
+
+    python -m embedded_trainer.probe --model DIR --env-id ID [--env-args JSON] --prompts N
+        --k K --max-tokens T [--temperature 1.0] [--seed S] --output FILE
+
+Samples K completions on N seeded train rows of the environment with the given model (a Hugging
+Face directory, e.g. iter_0's `weights/step_N`, or the built-in recipe), scores them with the
+environment's own rubric, and writes classic rollout rows to FILE. It trains nothing. The driver
+runs `driver diagnose`'s numbers on the file: a dataset the student always solves, or never
+solves, has no live groups and goes back to the teacher before any GPU time is spent on it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m embedded_trainer.probe", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True)
+    p.add_argument("--env-id", required=True)
+    p.add_argument("--env-args", default="{}")
+    p.add_argument("--prompts", type=int, required=True)
+    p.add_argument("--k", type=int, required=True)
+    p.add_argument("--max-tokens", type=int, required=True)
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--output", required=True)
+    a = p.parse_args(argv)
+
+    import torch
+
+    from embedded_trainer.errors import TrainerError
+    from embedded_trainer.rl import hash_seed, load_model, log, quiet_libraries, rollout_row, write_jsonl
+    from embedded_trainer.rollouts import decode, render_prompt, sample, score
+
+    quiet_libraries()
+    torch.set_num_threads(a.threads or max(1, min(8, os.cpu_count() or 1)))
+    try:
+        import verifiers as vf
+
+        env = vf.load_environment(a.env_id, **json.loads(a.env_args))
+        rows = list(env.get_dataset())
+        if not rows:
+            raise TrainerError(f"{a.env_id} has no train rows to probe")
+        picks = random.Random(a.seed).sample(range(len(rows)), min(a.prompts, len(rows)))
+        model, tok, _ = load_model(a.model, env, json.dumps({"id": a.env_id, "args": json.loads(a.env_args)},
+                                                            sort_keys=True))
+        model.eval()
+        t0 = time.perf_counter()
+        gen = torch.Generator().manual_seed(hash_seed(a.seed, "probe"))
+        out_rows = []
+        for s in range(0, len(picks), 32):
+            chunk = [rows[i] for i in picks[s:s + 32]]
+            res = sample(model, [render_prompt(tok, r["prompt"]) for r in chunk], a.k, a.max_tokens,
+                         a.temperature, tok.eos_token_id, tok.pad_token_id, gen)
+            texts = [decode(tok, res["tokens"][j], int(res["lengths"][j]), tok.eos_token_id)
+                     for j in range(len(res["tokens"]))]
+            trunc = res["truncated"].tolist()
+            expanded = [r for r in chunk for _ in range(a.k)]
+            scored = score(env, expanded, texts, trunc)
+            out_rows += [rollout_row(r, t, tr, sc, a.env_id, None, 0.0)
+                         for r, t, tr, sc in zip(expanded, texts, trunc, scored)]
+    except TrainerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    write_jsonl(Path(a.output), out_rows)
+    mean = sum(r["reward"] for r in out_rows) / len(out_rows)
+    log(f"probe: {len(picks)} prompts x {a.k} on {a.env_id}, mean reward {mean:.4f}, "
+        f"{time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

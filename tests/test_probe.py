@@ -1,0 +1,86 @@
+"""The pre-training gradient probe: a dataset the anchor student always solves, or never
+solves, goes back to the teacher before training; a live one trains, with its figures in
+metrics.json. And the real probe (embedded_trainer.probe) on a toy env."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FAST, ROOT, driver, driver_env, launches, run_dir_from
+
+PROBE = f"{sys.executable} {ROOT / 'tests' / 'probe_double.py'}"
+
+
+@pytest.mark.parametrize("rate,word", [("1", "all solved: 32"), ("0", "none solved: 32")])
+def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries(tmp_path, runs, rate, word):
+    env = driver_env(tmp_path, DRIVER_PROBE_COMMAND=PROBE, PROBE_DOUBLE_SOLVE_RATE=rate)
+    r = driver(["run", "--max-iters", "2", "--teacher-retries", "2", "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    d = rd / "iter_1"
+    assert (d / "probe.json.rejected-1").exists() and (d / "probe.json.rejected-2").exists()
+    first = json.loads((d / "probe.json.rejected-1").read_text())
+    assert first["live_fraction"] == 0.0 and first["passed"] is False and first["prompts"] == 32
+    m = json.loads((rd / "metrics.json").read_text())
+    it1 = next(i for i in m["iters"] if i["iter"] == 1)
+    assert it1["skipped"] is True
+    assert "carries no gradient" in it1["failures"][0] and word in it1["failures"][0]
+    assert "carries no gradient" in r.stderr
+    # iter_1 never trained; with no iteration to carry forward, no control trains either
+    assert not (d / "prime_out").exists()
+    assert [l["output_dir"].split("/")[-2] for l in launches(tmp_path)] == ["iter_0"]
+
+
+def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs):
+    env = driver_env(tmp_path, DRIVER_PROBE_COMMAND=PROBE)
+    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    it1 = next(i for i in json.loads((rd / "metrics.json").read_text())["iters"] if i["iter"] == 1)
+    p = it1["probe"]
+    assert p["passed"] is True and p["prompts"] == 32 and p["k"] == 16
+    assert p["live_fraction"] >= 0.1 and p["all_solved"] + p["none_solved"] < 32
+    rows = [json.loads(x) for x in (rd / "iter_1" / "probe_rollouts.jsonl").read_text().splitlines()]
+    assert len(rows) == 32 * 16
+    # every arm's last train step is diagnosed too (256 rollouts / 16 per group = 16 groups)
+    td = it1["train_diagnose"]
+    assert td["step"] == 6 and td["groups"] == 16 and td["uniform_groups"] is True
+    assert 0 <= td["live_fraction_outcome"] <= 1 and td["verdict"] in ("PASS", "FAIL")
+    pad = (rd / "scratchpad.md").read_text()
+    assert "train rollouts at step 6: live fraction" in pad
+    assert f"gradient probe before training: live fraction {p['live_fraction']:.2f}" in pad
+
+
+def test_the_probe_is_skipped_and_says_why_when_the_backend_has_none(tmp_path, runs):
+    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), *FAST], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    rec = json.loads((rd / "iter_1" / "probe.json").read_text())
+    assert "cannot sample outside a training run" in rec["skipped"]
+    assert "probe skipped" in r.stderr
+
+
+def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
+    from test_embedded_trainer import TOY, trainer_env
+
+    out = tmp_path / "probe.jsonl"
+    r = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model", TOY,
+                        "--env-id", "parity_toy", "--prompts", "10", "--k", "4", "--max-tokens", "6",
+                        "--seed", "3", "--output", str(out)], capture_output=True, text=True,
+                       env=trainer_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 40 and len({json.dumps(x["prompt"]) for x in rows}) == 10
+    assert {x["reward"] for x in rows} <= {0.0, 1.0}
+    assert all(x["completion"][0]["role"] == "assistant" for x in rows)
+    d = subprocess.run([sys.executable, "-m", "driver.cli", "diagnose", str(out), "--json"],
+                       capture_output=True, text=True)
+    assert json.loads(d.stdout)["groups"] == 10
+    r2 = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model",
+                         str(tmp_path / "nope"), "--env-id", "parity_toy", "--prompts", "2", "--k",
+                         "2", "--max-tokens", "4", "--output", str(out)], capture_output=True,
+                        text=True, env=trainer_env(tmp_path), timeout=600)
+    assert r2.returncode == 1 and "neither a model directory" in r2.stderr
