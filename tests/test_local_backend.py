@@ -20,7 +20,10 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     env = driver_env(tmp_path, EMBEDDED_TRAINER_CACHE=tmp_path / "cache")
     env.pop("DRIVER_RL_COMMAND")
     r = driver(["run", "--backend", "local", "--model", MODEL, "--max-iters", "2",
-                "--steps-per-run", "2", "--eval-examples", "24", "--runs-dir", str(runs)], env)
+                "--steps-per-run", "2", "--eval-examples", "24", "--runs-dir", str(runs),
+                # this 20-step model rarely solves anything: the probe runs for real, but
+                # must not send the dataset back
+                "--probe-prompts", "8", "--probe-min-live", "0"], env)
     assert r.returncode == 0, r.stderr[-4000:]
     run_dir = run_dir_from(r.stdout)
     assert f"backend: local ({sys.executable} -m embedded_trainer.rl)" in r.stderr
@@ -29,6 +32,10 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert [m["iter"] for m in metrics["iters"]] == [0, 1]
     assert all(m["n_eval"] == 24 for m in metrics["iters"]), metrics
+    # the probe sampled iter_0's weights on 8 generated rows x 4
+    probe = metrics["iters"][1]["probe"]
+    assert probe["prompts"] == 8 and probe["k"] == 4 and probe["passed"] is True
+    assert "probe: 8 prompts x 4" in (run_dir / "iter_1" / "probe.log").read_text()
     assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b"}
     # iter_1 resumed from iter_0's pre-staged step and trained to the absolute max_steps
     log1 = (run_dir / "iter_1" / "train.log").read_text()
