@@ -130,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--llm-price-out", type=float, help="USD per million output tokens")
     r.add_argument("--teacher-retries", default=3, type=positive_int,
                    help="gate failures before an iteration is skipped (default: %(default)s)")
+    r.add_argument("--stall-timeout", default="30m", type=parse_budget,
+                   help="a trainer that writes no new train step or eval row for this long is "
+                        "stopped and the arm marked failed; `driver resume` retrains it. Allow "
+                        "for model loading and the final eval (default: 30m)")
     r.add_argument("--probe-prompts", default=32, type=int,
                    help="pre-training gradient probe: the anchor student samples a group on this "
                         "many generated rows; 0 turns it off (default: %(default)s)")
@@ -210,10 +214,10 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_run(a) -> int:
     from pathlib import Path
 
-    from driver import loop, scratchpad
+    from driver import loop
     from driver.backends import resolve
     from driver.context import Ctx
-    from driver.state import RunDir, RunLock, RunState, atomic_write_json
+    from driver.state import RunDir, RunLock, RunState
 
     for key, value in BACKEND_DEFAULTS[a.backend].items():
         if getattr(a, key) is None:
@@ -261,16 +265,13 @@ def cmd_run(a) -> int:
         backend=a.backend, teacher=a.teacher, seed=a.seed,
         prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
         teacher_retries=a.teacher_retries, llm=llm, probe_prompts=a.probe_prompts,
-        probe_min_live=a.probe_min_live)
+        probe_min_live=a.probe_min_live, stall_timeout_s=a.stall_timeout)
     with RunLock(rd.path):
-        rd.save(state)
-        atomic_write_json(rd.metrics_json, {"iters": [], "controls": []})
         print(f"run directory: {rd.path}", flush=True)
+        rd.save(state)
         print(f"backend: {backend.name} ({' '.join(backend.command)}); teacher: {a.teacher}",
               file=sys.stderr, flush=True)
-        ctx = Ctx.open(rd, state)
-        scratchpad.render(ctx)
-        return loop.run(ctx)
+        return loop.run(Ctx.open(rd, state))
 
 
 def cmd_resume(a) -> int:
@@ -279,7 +280,8 @@ def cmd_resume(a) -> int:
     from driver.state import RunDir, RunLock
 
     rd = RunDir(a.run_dir)
-    rd.load()  # a bad run.json is reported before anything else happens
+    rd.load()  # a bad run.json or metrics.json is reported before anything else happens
+    rd.load_metrics()
     with RunLock(rd.path):
         state = rd.load()  # re-read under the lock
         print(f"resuming {rd.path} at phase {state.phase} (iteration {state.iteration})",
@@ -339,6 +341,7 @@ def cmd_validate(a) -> int:
 
     from driver.gates import dataset as gate
     from driver.gates import decontam
+    from driver.gates import weakness as weakness_gate
     from driver.state import read_json
 
     for f in [a.dataset, a.weakness, *a.prior]:
@@ -354,7 +357,7 @@ def cmd_validate(a) -> int:
                                                         read_json(run_dir / "hub_env.json"))
     except RuntimeError as e:
         raise _usage(str(e)) from None
-    report = gate.check(Path(a.dataset), read_json(a.weakness), [Path(p) for p in a.prior],
+    report = gate.check(Path(a.dataset), weakness_gate.load(a.weakness), [Path(p) for p in a.prior],
                         fingerprints)
     print(json.dumps(report.to_json(), indent=2) if a.json else report.render())
     return 0 if report.passed else 1
@@ -456,6 +459,12 @@ def main(argv: list[str] | None = None) -> int:
     except DriverError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    except OSError as e:
+        # outside the phase loop (which records these itself): e.g. a full disk at creation
+        hint = "free some space" if e.errno in (28, 122) else "fix the cause"
+        print(f"error: {e}. Files already written are intact (every write is atomic); {hint}, "
+              "then `driver resume` the run directory printed above.", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted: the run directory is consistent; `driver resume` continues it",
               file=sys.stderr)

@@ -29,7 +29,7 @@ def aggregate(eval_file: Path) -> dict:
     path = Path(eval_file)
     if not path.exists():
         raise DriverError(f"eval file missing: {path}. The trainer did not write its final eval; "
-                          "check its log, then resume to retrain this arm.")
+                          "check its log, then `driver resume` retrains this arm.")
     views = []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -39,10 +39,10 @@ def aggregate(eval_file: Path) -> dict:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
-                                  "Resume to retrain this arm.") from None
+                                  "`driver resume` retrains this arm.") from None
             views.append(_numeric_view(row))
     if not views:
-        raise DriverError(f"eval file {path} is empty. Resume to retrain this arm.")
+        raise DriverError(f"eval file {path} is empty. `driver resume` retrains this arm.")
     oks = []
     by_example: dict[str, list[int]] = {}
     lenient: list[float] = []

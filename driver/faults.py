@@ -2,8 +2,10 @@
 
 `DRIVER_FAULT_KILL_AT=NAME` (or `NAME#K` for the K-th time the point is reached) makes the
 driver SIGKILL itself at that named point: no cleanup, no flush, exactly like a power cut.
-Unset, `point()` costs one dict lookup.
+`DRIVER_FAULT_ENOSPC_AT=NAME[#K]` raises "No space left on device" there instead (a full disk
+while writing). Unset, `point()` costs two dict lookups.
 """
+import errno
 import os
 import signal
 from collections import Counter
@@ -11,13 +13,19 @@ from collections import Counter
 _hits: Counter = Counter()
 
 
-def point(name: str) -> None:
-    target = os.environ.get("DRIVER_FAULT_KILL_AT")
+def _due(var: str, name: str) -> bool:
+    target = os.environ.get(var)
     if not target:
-        return
+        return False
     want, _, nth = target.partition("#")
     if name != want:
-        return
-    _hits[name] += 1
-    if _hits[name] >= int(nth or 1):
+        return False
+    _hits[(var, name)] += 1
+    return _hits[(var, name)] == int(nth or 1)
+
+
+def point(name: str) -> None:
+    if _due("DRIVER_FAULT_KILL_AT", name):
         os.kill(os.getpid(), signal.SIGKILL)
+    if _due("DRIVER_FAULT_ENOSPC_AT", name):
+        raise OSError(errno.ENOSPC, f"No space left on device (simulated at {name})")

@@ -10,6 +10,8 @@ phase is re-entrant.
 """
 from __future__ import annotations
 
+import errno
+
 from driver import faults
 from driver.context import Ctx
 from driver.errors import DriverError, WaitingForTeacher
@@ -123,6 +125,18 @@ def run(ctx: Ctx) -> int:
             st.reason = st.reason or str(e).splitlines()[0]
             ctx.save()
             raise
+        except OSError as e:
+            # a full disk, a vanished mount: every file is written atomically, so what was
+            # written before is intact and the phase can simply run again
+            st.status, st.reason = "failed", f"{phase}: {e}"
+            try:
+                ctx.save()
+            except OSError:
+                pass   # the disk is still full; run.json keeps its previous, valid version
+            hint = ("free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT)
+                    else "fix the cause")
+            raise DriverError(f"[{phase}] {e}. Files already written are intact; {hint}, then "
+                              f"`driver resume {ctx.rd.path}`.") from None
         faults.point(f"phase:{phase}:end")
         st.history[-1].end_ts = now()
         st.history[-1].outcome = nxt

@@ -119,6 +119,7 @@ class RunState(BaseModel):
     prime_rl_dir: str | None = None
     base_config: str | None = None
     teacher_retries: int = 3
+    stall_timeout_s: float = 1800     # a trainer with no new step or eval row for this long is stopped
     probe_prompts: int = 32           # 0 turns the pre-training gradient probe off
     probe_min_live: float = 0.1       # live fraction below which a dataset carries no gradient
     llm: LLMConfig | None = None
@@ -203,7 +204,15 @@ class RunDir:
     def load_metrics(self) -> dict:
         if not self.metrics_json.exists():
             return {"iters": [], "controls": []}
-        m = read_json(self.metrics_json)
+        try:
+            m = read_json(self.metrics_json)
+            if not isinstance(m, dict):
+                raise ValueError("not a JSON object")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise UsageError(
+                f"metrics.json in {self.path} is corrupted ({e}). Nothing was changed. Restore it "
+                "from a backup; every arm's numbers can also be rebuilt from its "
+                "eval_summary.json.") from None
         m.setdefault("iters", [])
         m.setdefault("controls", [])
         return m

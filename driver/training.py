@@ -84,7 +84,7 @@ def count_lines(path: Path) -> int:
 
 @dataclass
 class PollResult:
-    outcome: str          # "done" | "failed" | "timeout"
+    outcome: str          # "done" | "failed" | "timeout" | "stalled"
     returncode: int | None
     eval_rows: int
     detail: str = ""
@@ -98,13 +98,17 @@ def exit_status(log: Path) -> int | None:
 
 
 def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
-         interval: float = 1.0, cap_s: float = DEFAULT_POLL_CAP_S, on_tick=None) -> PollResult:
+         interval: float = 1.0, cap_s: float = DEFAULT_POLL_CAP_S, on_tick=None,
+         progress=None, stall_s: float | None = None) -> PollResult:
     """Wait until the trainer has exited (status file written) or the cap is reached.
 
     Done means exit status 0 and a complete eval file. The eval file filling up first is not
     enough on its own: the trainer may still be writing checkpoints after its final eval.
+    `progress()` returns anything that changes while the trainer works (the train steps on
+    disk, the eval rows); unchanged for `stall_s`, the trainer is reported as stalled.
     """
     start = time.monotonic()
+    last_progress, last_change = None, start
     while True:
         if tp is not None:
             reap(tp)
@@ -122,11 +126,38 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
                 # Exited without writing its status (killed hard) after a complete eval.
                 return PollResult("failed", None, rows, "trainer vanished without an exit status")
             return PollResult("failed", rc, rows, f"trainer exited with status {rc}")
-        if time.monotonic() - start >= cap_s:
+        t = time.monotonic()
+        if progress is not None:
+            p = (progress(), rows)
+            if p != last_progress:
+                last_progress, last_change = p, t
+            elif stall_s is not None and t - last_change >= stall_s:
+                return PollResult("stalled", None, rows,
+                                  f"no new train step or eval row for {stall_s:.0f}s")
+        if t - start >= cap_s:
             return PollResult("timeout", None, rows, f"no completion after {cap_s:.0f}s")
         if on_tick:
             on_tick(rows)
         time.sleep(interval)
+
+
+def stop(tp: TrainerProcess, grace_s: float = 10.0) -> None:
+    """Stop a trainer we launched (its whole session: wrapper and trainer), TERM then KILL."""
+    import signal
+
+    if not is_alive(tp):
+        return
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(tp.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            reap(tp)
+            if not is_alive(tp):
+                return
+            time.sleep(0.1)
 
 
 def log_tail(log: Path, n: int = 20) -> str:

@@ -7,7 +7,9 @@ writes the classic output layout, prints "RL training finished!" and exits 0. It
 learning: eval correctness is a deterministic function of the train envs and the resume step.
 
 Fault knobs (environment): DOUBLE_CRASH_AT_STEP=k exits 1 at step k; DOUBLE_HANG_AT_STEP=k
-sleeps forever at step k; DOUBLE_STEP_SECONDS=s sleeps s per step.
+sleeps forever at step k; DOUBLE_STEP_SECONDS=s sleeps s per step; DOUBLE_SKIP_EVAL=1 writes no
+eval file; DOUBLE_EVAL_ROWS=n writes only n eval rows; DOUBLE_TORN_EVAL=1 cuts the last eval
+line in half; DOUBLE_SKIP_CHECKPOINT=1 writes no checkpoint trees. Each still exits 0.
 """
 from __future__ import annotations
 
@@ -113,7 +115,7 @@ def main(argv: list[str]) -> int:
         sdir = rdir / "rollouts" / f"step_{step}"
         sdir.mkdir(parents=True, exist_ok=True)
         (sdir / "train_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        if step % interval == 0 or step == max_steps:
+        if (step % interval == 0 or step == max_steps) and not os.environ.get("DOUBLE_SKIP_CHECKPOINT"):
             (out / "checkpoints" / f"step_{step}" / "trainer").mkdir(parents=True, exist_ok=True)
             (out / "checkpoints" / f"step_{step}" / "trainer" / "__0_0.distcp").write_text(f"step {step}")
             (out / "checkpoints" / f"step_{step}" / "STABLE").write_text("")
@@ -123,8 +125,10 @@ def main(argv: list[str]) -> int:
                 (w / name).write_text(json.dumps({"step": step, "skill": skill}))
             (rdir / "checkpoints" / f"step_{step}" / "orchestrator").mkdir(parents=True, exist_ok=True)
             (rdir / "broadcasts" / f"step_{step}").mkdir(parents=True, exist_ok=True)
-    for e in eval_envs:
+    for e in [] if os.environ.get("DOUBLE_SKIP_EVAL") else eval_envs:
         rows = load_rows(e, "eval")[: int(e.get("num_examples", -1)) if int(e.get("num_examples", -1)) > 0 else None]
+        if os.environ.get("DOUBLE_EVAL_ROWS"):
+            rows = rows[:int(os.environ["DOUBLE_EVAL_ROWS"])]
         path = rdir / "rollouts" / f"step_{max_steps}" / "eval_rollouts.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "w") as f:
@@ -136,6 +140,9 @@ def main(argv: list[str]) -> int:
                     "completion": [{"role": "assistant", "content": "(double)"}],
                     "reward": float(ok), "metrics": {"is_correct": float(ok)},
                     "is_completed": True, "is_truncated": False}) + "\n")
+        if os.environ.get("DOUBLE_TORN_EVAL"):
+            text = path.read_text()
+            path.write_text(text[:len(text) - len(text.splitlines()[-1]) // 2 - 1])
     print("RL training finished!")
     return 0
 

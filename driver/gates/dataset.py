@@ -40,6 +40,23 @@ class GateReport:
                          for n, ok, d in self.lines)
 
 
+MAX_ROW_CHARS = 20_000
+_INFO_TYPES = {"domain": str, "sub_domain": str, "difficulty": str, "source": str,
+               "reasoning": str, "structural_features": list}
+
+
+def info_problems(info: dict) -> str:
+    """'' when info has every required field with its type, else what is wrong."""
+    for key, kind in _INFO_TYPES.items():
+        if not isinstance(info.get(key), kind):
+            return f"field {key!r} must be a {kind.__name__}, got {type(info.get(key)).__name__}"
+    if info["difficulty"] not in ("easy", "medium", "hard"):
+        return f"difficulty {info['difficulty']!r} is not easy, medium or hard"
+    if not all(isinstance(f, str) for f in info["structural_features"]):
+        return "structural_features must be a list of names"
+    return ""
+
+
 def load_rows(path: Path) -> tuple[list[dict], list[str]]:
     rows, problems = [], []
     with open(path, encoding="utf-8") as f:
@@ -54,6 +71,15 @@ def load_rows(path: Path) -> tuple[list[dict], list[str]]:
             if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) \
                     or not isinstance(obj.get("answer"), str) or not isinstance(obj.get("info"), dict):
                 problems.append(f"line {n}: needs string question, string answer and an info object")
+                continue
+            bad = info_problems(obj["info"])
+            if bad:
+                problems.append(f"line {n}: info {bad}")
+                continue
+            size = len(obj["question"]) + len(obj["answer"]) + len(str(obj["info"].get("reasoning", "")))
+            if size > MAX_ROW_CHARS:
+                problems.append(f"line {n}: {size:,} characters (limit {MAX_ROW_CHARS:,}); no prompt "
+                                "that long fits a training sequence")
                 continue
             rows.append(obj)
     return rows, problems
@@ -79,6 +105,8 @@ def check(dataset: Path, weakness: dict, prior: list[Path] = (),
     n2 = sum(len(set(f)) >= 2 for f in feats)
     n3 = sum(len(set(f)) >= 3 for f in feats)
     n_skel = sum(str(i.get("source", "")).startswith("skeleton:") for i in info)
+    if bad_fields:   # the lines below still run, against an empty report
+        weakness = {}
     defined = {f["name"] for f in weakness.get("structural_features", [])}
     buckets = {(d["name"], s["name"]) for d in weakness.get("domains", []) for s in d.get("sub_domains", [])}
 

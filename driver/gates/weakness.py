@@ -66,6 +66,8 @@ class WeaknessSpec(_Open):
 
 def problems(data: object) -> list[str]:
     """Every bad field, named by its path (empty when the report is valid)."""
+    if isinstance(data, str):   # from load(): the file was not JSON
+        return [data]
     try:
         WeaknessSpec.model_validate(data)
         return []
@@ -75,3 +77,15 @@ def problems(data: object) -> list[str]:
             where = ".".join(str(p) for p in err["loc"]) or "weakness.json"
             out.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
         return out
+
+
+def load(path) -> object:
+    """weakness.json's content, or a string saying why it is not JSON (the gate's first line
+    then names it; a teacher gets it back instead of the driver stopping)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        return f"weakness.json is not JSON ({e})"

@@ -167,8 +167,16 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
     def tick(rows):
         faults.point("train:poll")
 
+    rollouts = ctx.dialect.rollouts_dir(arm.out)
     res = training.poll(tp, arm.log, eval_file, expected, interval=ctx.poll_interval,
-                        cap_s=ctx.poll_cap_s, on_tick=tick)
+                        cap_s=ctx.poll_cap_s, on_tick=tick,
+                        progress=lambda: len(ctx.dialect.steps(rollouts)),
+                        stall_s=st.stall_timeout_s)
+    if res.outcome == "stalled":
+        # a hung trainer is ours to stop (it is never relaunched while alive); resume retrains
+        training.stop(tp)
+        res = training.PollResult("failed", None, res.eval_rows,
+                                  f"{res.detail}; the trainer (pid {tp.pid}) was stopped")
     if res.outcome == "timeout":
         raise DriverError(f"[{arm.name}] {res.detail}; the trainer (pid {tp.pid if tp else '?'}) "
                           "was left running and will not be relaunched. Check it, then "
@@ -181,6 +189,16 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         raise DriverError(f"[{arm.name}] training failed: {res.detail}. Log tail:\n{tail}\n"
                           f"Fix the cause, then `driver resume {ctx.rd.path}` retrains this arm "
                           "(the failed attempt's files are kept beside the new ones).")
+    missing = [str(p.relative_to(ctx.rd.path)) for p in ctx.dialect.checkpoint_trees(arm.out, final)
+               if not p.exists()]
+    if missing:
+        st.trainer = None
+        st.reason = f"{arm.name}: the trainer finished without its final checkpoint"
+        ctx.save()
+        _retire_failed(arm)
+        raise DriverError(f"[{arm.name}] the trainer exited 0 but its final checkpoint is missing "
+                          f"({', '.join(missing)}); every later arm resumes from it. Check the "
+                          f"output disk, then `driver resume {ctx.rd.path}` retrains this arm.")
     atomic_write_json(done_marker, {"final_step": final, "eval_rows": res.eval_rows,
                                     "end_ts": now()})
     st.trainer = None
@@ -202,7 +220,14 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
     if summary_path.exists():
         summary = read_json(summary_path)
     else:
-        summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final))
+        try:
+            summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final))
+        except DriverError:
+            # a missing or torn eval file cannot be repaired by reading it again: retire this
+            # attempt (kept beside the next) so that resuming trains the arm afresh
+            (arm.dir / "train_done.json").unlink(missing_ok=True)
+            _retire_failed(arm)
+            raise
         summary.update(_train_reward(ctx, arm))
         summary["checkpoint"] = str(ctx.dialect.checkpoint_trees(arm.out, final)[1].relative_to(ctx.rd.path))
         summary["final_step"] = final

@@ -13,6 +13,7 @@ from driver.errors import DriverError
 from driver.gates import aux_rewards as aux_gate
 from driver.gates import dataset as gate
 from driver.gates import decontam
+from driver.gates import weakness as weakness_gate
 from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
@@ -96,7 +97,7 @@ def dataset(ctx: Ctx, n: int) -> str:
     faults.point("dataset:after-generator")
     failures: list[str]
     if run["ok"]:
-        weakness_json = read_json(d / "weakness.json")
+        weakness_json = weakness_gate.load(d / "weakness.json")
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
         report = gate.check(d / "dataset.jsonl", weakness_json, prior,
@@ -222,6 +223,7 @@ def train_iteration(ctx: Ctx, n: int) -> None:
 
 def evaluate_iteration(ctx: Ctx, n: int) -> None:
     arm = arm_for(ctx, n)
+    train_iteration(ctx, n)   # returns at once when trained; retrains a retired attempt
     rows = read_json(arm.dir / "dataset_record.json")["rows"]
     summary = eval_arm(ctx, arm, rows=rows)
     metrics = {m["iter"]: m for m in ctx.rd.load_metrics()["iters"]}

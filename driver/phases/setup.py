@@ -12,6 +12,10 @@ from driver.state import atomic_write_json, atomic_write_text, read_json
 
 
 def introspect(ctx: Ctx) -> None:
+    if not ctx.rd.metrics_json.exists():
+        atomic_write_json(ctx.rd.metrics_json, {"iters": [], "controls": []})
+    if not ctx.rd.scratchpad.exists():
+        scratchpad.render(ctx)
     if ctx.rd.hub_env_json.exists():
         return
     env_id = ctx.state.dataset
