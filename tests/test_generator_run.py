@@ -58,3 +58,30 @@ def test_escapes_are_blocked_with_a_clear_error(tmp_path, body, needle):
 def test_no_dataset_is_an_error(tmp_path):
     _, res = run(tmp_path, "print('forgot to write')\n")
     assert not res["ok"] and "without writing dataset.jsonl" in res["reason"]
+
+
+def test_the_memory_limit_stops_a_runaway_generator(tmp_path):
+    _, res = run(tmp_path, "blob = bytearray(6 * 1024 ** 3)\n")
+    assert not res["ok"] and "MemoryError" in res["reason"]
+
+
+def test_a_generator_left_running_by_a_killed_driver_is_stopped_before_the_rerun(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    d = tmp_path / "run" / "iter_1"
+    d.mkdir(parents=True)
+    (d / "gen_dataset.py").write_text("open('dataset.jsonl', 'w').write('{}\\n')\n")
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             start_new_session=True)
+    (d / "gen_dataset.pid").write_text(json.dumps(
+        {"pid": stray.pid, "create_time": psutil.Process(stray.pid).create_time()}))
+    t0 = time.time()
+    res = generator.run(d, timeout=60)
+    assert res["ok"], res
+    stray.wait(timeout=10)                  # it would otherwise sleep for 600 s
+    assert not psutil.pid_exists(stray.pid) and time.time() - t0 < 30
+    assert not (d / "gen_dataset.pid").exists()
