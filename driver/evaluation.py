@@ -13,6 +13,9 @@ from pathlib import Path
 from driver.errors import DriverError
 
 IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"
+# a zero-weight metric that labels each eval row's population (1 = OOD100, 0 = ID50)
+POPULATION_METRIC = "ood_population"
+POPULATIONS = {False: "ID50", True: "OOD100"}
 
 
 def _numeric_view(row: dict) -> dict:
@@ -63,6 +66,16 @@ def aggregate(eval_file: Path) -> dict:
     }
     if lenient:
         summary["eval_lenient_acc"] = sum(lenient) / len(lenient)
+    # populations, when the env labels them with a numeric metric (StockArithmetic: ID50/OOD100)
+    labelled = [v for v in views if POPULATION_METRIC in v["metrics"]]
+    if labelled and len(labelled) == n:
+        pops: dict[str, list[int]] = {}
+        for v, ok in zip(views, oks):
+            pops.setdefault(POPULATIONS[v["metrics"][POPULATION_METRIC] >= 0.5], []).append(ok)
+        summary["acc_by_population"] = {k: sum(x) / len(x) for k, x in sorted(pops.items())}
+        summary["n_by_population"] = {k: len(x) for k, x in sorted(pops.items())}
+        summary["population_by_example"] = {
+            str(v["example_id"]): POPULATIONS[v["metrics"][POPULATION_METRIC] >= 0.5] for v in views}
     return summary
 
 

@@ -59,3 +59,15 @@ def test_verdicts():
     assert verdict(0.505, 0.50, 0.4) == "flat"
     assert verdict(0.49, 0.50, 0.4) == "regressed"
     assert verdict(0.19, 0.30, 0.4) == "collapsed"
+
+
+def test_populations_are_split_by_their_numeric_label_only(tmp_path):
+    rows = [row(0, 1.0, is_correct=1.0, ood_population=0.0), row(1, 0.0, is_correct=0.0, ood_population=0.0),
+            row(2, 1.0, is_correct=1.0, ood_population=1.0), row(3, 1.0, is_correct=1.0, ood_population=1.0),
+            row(4, 0.0, is_correct=0.0, ood_population=1.0)]
+    s = aggregate(write(tmp_path, rows))
+    assert s["acc_by_population"] == {"ID50": 0.5, "OOD100": pytest.approx(2 / 3)}
+    assert s["n_by_population"] == {"ID50": 2, "OOD100": 3}
+    assert s["population_by_example"] == {"0": "ID50", "1": "ID50", "2": "OOD100", "3": "OOD100",
+                                          "4": "OOD100"}
+    assert CANARY not in json.dumps(s)

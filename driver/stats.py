@@ -1,0 +1,46 @@
+"""Paired statistics for "did this arm beat iter_0?" on the same eval examples.
+
+Both arms are evaluated on the same example ids, so the comparison is paired: only the
+discordant examples (right in one arm, wrong in the other) carry information. The test is the
+exact McNemar test (a two-sided binomial test of the discordant counts at 1/2); the 95%
+interval of the lift is Newcombe's hybrid score interval for a difference of paired proportions
+(method 10), which stays inside [-1, 1] and behaves at small counts where a Wald interval does not.
+"""
+from __future__ import annotations
+
+import math
+
+from driver.evaluation import wilson_interval
+
+ALPHA = 0.05
+
+
+def paired(base: dict[str, int], arm: dict[str, int]) -> dict:
+    """base/arm: {example_id: 0/1}. Compared on the ids both have."""
+    ids = sorted(set(base) & set(arm))
+    n = len(ids)
+    if n == 0:
+        return {"n": 0}
+    a = sum(1 for i in ids if base[i] and arm[i])          # both right
+    b = sum(1 for i in ids if base[i] and not arm[i])      # lost
+    c = sum(1 for i in ids if not base[i] and arm[i])      # gained
+    d = n - a - b - c                                      # both wrong
+    p1, p2 = (a + b) / n, (a + c) / n
+    lift = p2 - p1
+    l1, u1 = wilson_interval(a + b, n)
+    l2, u2 = wilson_interval(a + c, n)
+    denom = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = (a * d - b * c) / math.sqrt(denom) if denom else 0.0
+    lo = lift - math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
+    hi = lift + math.sqrt(max(0.0, (u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2))
+    p_value = mcnemar_exact(b, c)
+    return {"n": n, "gained": c, "lost": b, "lift": lift, "lift_ci": [max(-1.0, lo), min(1.0, hi)],
+            "p_value": p_value, "significant": p_value < ALPHA}
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue)

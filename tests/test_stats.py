@@ -1,0 +1,40 @@
+"""Paired statistics against hand-computed values."""
+from __future__ import annotations
+
+from math import comb
+
+import pytest
+
+from driver.stats import mcnemar_exact, paired
+
+
+@pytest.mark.parametrize("b,c", [(0, 6), (1, 9), (4, 4), (3, 12), (0, 0)])
+def test_exact_mcnemar_is_the_two_sided_binomial_of_the_discordant_pairs(b, c):
+    n, k = b + c, min(b, c)
+    expect = 1.0 if n == 0 else min(1.0, 2 * sum(comb(n, i) for i in range(k + 1)) / 2 ** n)
+    assert mcnemar_exact(b, c) == pytest.approx(expect)
+
+
+def test_paired_counts_lift_and_interval():
+    # 100 examples: 30 right in both, 5 lost, 20 gained, 45 wrong in both
+    base = {str(i): int(i < 35) for i in range(100)}
+    arm = {str(i): int(i < 30 or 35 <= i < 55) for i in range(100)}
+    r = paired(base, arm)
+    assert (r["n"], r["gained"], r["lost"]) == (100, 20, 5)
+    assert r["lift"] == pytest.approx(0.15)
+    lo, hi = r["lift_ci"]
+    assert -1 <= lo < 0.15 < hi <= 1
+    assert r["p_value"] == pytest.approx(2 * sum(comb(25, i) for i in range(6)) / 2 ** 25)
+    assert r["significant"] is True
+    # the interval narrows as the same discordance is seen on more examples
+    big = paired({f"{k}-{j}": v for j in range(4) for k, v in base.items()},
+                 {f"{k}-{j}": v for j in range(4) for k, v in arm.items()})
+    assert big["lift_ci"][1] - big["lift_ci"][0] < hi - lo
+
+
+def test_no_discordance_is_no_evidence_and_only_shared_ids_count():
+    base = {"a": 1, "b": 0, "c": 1}
+    r = paired(base, {"a": 1, "b": 0, "c": 1, "z": 1})
+    assert r["n"] == 3 and r["lift"] == 0 and r["p_value"] == 1.0 and r["significant"] is False
+    assert r["lift_ci"][0] < 0 < r["lift_ci"][1]
+    assert paired({"a": 1}, {"b": 1}) == {"n": 0}
