@@ -296,8 +296,26 @@ def status_payload(run_dir: str) -> dict:
     st = rd.load()
     m = rd.load_metrics()
     elapsed = (st.end_ts or time.time()) - st.start_ts
+    train = None
+    if st.trainer is not None:   # the arm being trained: its steps on disk of its max_steps
+        from pathlib import Path
+
+        from driver import dialects, progress
+
+        out = Path(st.trainer.output_dir)
+        arm = out.parent.name
+        start = st.iter_0_step if arm.startswith("iter_") and arm != "iter_0" or \
+            arm.startswith("run_a") else 0
+        train = {"arm": arm, **progress.training(dialects.get(st.dialect), out, start or 0,
+                                                 (start or 0) + st.steps_per_run,
+                                                 st.trainer.launched_ts)}
+    latest = next((i for i in sorted(m["iters"], key=lambda r: -r["iter"])
+                   if i.get("eval_acc") is not None), None)
     return {
         "run_dir": str(rd.path), "status": st.status, "phase": st.phase, "iteration": st.iteration,
+        "training": train,
+        "latest_eval": None if latest is None else {"arm": f"iter_{latest['iter']}",
+                                                     "eval_acc": latest["eval_acc"]},
         "elapsed_s": round(elapsed, 1), "budget_s": st.budget_seconds,
         "max_iters": st.max_iters, "reason": st.reason,
         "trainer_pid": st.trainer.pid if st.trainer else None,
@@ -312,8 +330,15 @@ def cmd_status(a) -> int:
     if a.json:
         print(json.dumps(p, indent=2))
         return 0
+    from driver import progress
+
     print(f"{p['run_dir']}\n  status {p['status']} · phase {p['phase']} · iteration {p['iteration']}"
-          f"\n  elapsed {p['elapsed_s'] / 60:.1f} min of {p['budget_s'] / 60:.1f} min budget")
+          f"\n  elapsed {progress.duration(p['elapsed_s'])} of {progress.duration(p['budget_s'])} "
+          f"budget {progress.bar(min(1.0, p['elapsed_s'] / p['budget_s']), 10)}")
+    if p["training"]:
+        print("  training " + progress.line(p["training"]["arm"], p["training"]))
+    if p["latest_eval"]:
+        print(f"  latest eval: {p['latest_eval']['arm']} {p['latest_eval']['eval_acc']:.4f}")
     if p["reason"]:
         print(f"  reason: {p['reason']}")
     for k, v in list(p["eval_acc"].items()) + list(p["controls"].items()):

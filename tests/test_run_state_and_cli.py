@@ -136,3 +136,34 @@ def test_skill_install_puts_skill_md_where_agents_look_and_never_clobbers(tmp_pa
     assert (dest.parent / "SKILL.md.bak").read_text() == "my local edits"
     r = install("--dir", str(tmp_path / "elsewhere"))
     assert r.returncode == 0 and (tmp_path / "elsewhere" / "SKILL.md").exists()
+
+
+def test_status_shows_training_progress_and_the_live_run_prints_plain_progress_lines(tmp_path, runs):
+    env = driver_env(tmp_path, DOUBLE_STEP_SECONDS="0.7")
+    proc = subprocess.Popen([sys.executable, "-m", "driver.cli", "run", "--max-iters", "1",
+                             "--steps-per-run", "8", "--batch-size", "256", "--eval-examples", "50",
+                             "--runs-dir", str(runs)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    seen = None
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        dirs = list(runs.iterdir())
+        if dirs:
+            r = driver(["status", str(dirs[0]), "--json"], env)
+            if r.returncode == 0:
+                p = json.loads(r.stdout)
+                if p["training"] and p["training"]["step"] >= 3:
+                    seen = p
+                    text = driver(["status", str(dirs[0])], env).stdout
+                    break
+        time.sleep(0.3)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    assert seen is not None, "never saw the trainer at step 3"
+    t = seen["training"]
+    assert t["arm"] == "iter_0" and t["max_steps"] == 8 and 3 <= t["step"] <= 8
+    assert 0 < t["fraction"] <= 1 and t["eta_s"] is not None and t["eta_s"] >= 0
+    assert "training [iter_0] step" in text and "/8 [" in text and "eta" in text
+    assert "budget [" in text
+    # stderr is a pipe here: plain progress lines, no carriage returns
+    assert "[iter_0] step " in err and "\r" not in err

@@ -7,14 +7,18 @@ A finished training is never relaunched; a running one is re-attached, never lau
 from __future__ import annotations
 
 import shutil
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver import envs, evaluation, faults, training
+from driver import envs, evaluation, faults, progress, training
 from driver.dialects import composition
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.state import atomic_write_json, now, read_json
+
+PROGRESS_EVERY_S = 15.0   # plain progress lines when stderr is not a terminal
 
 
 @dataclass
@@ -164,14 +168,27 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
             ctx.save()
         ctx.say(f"[{arm.name}] re-attached to running trainer (pid {tp.pid}); not relaunching")
 
+    last_shown = [0.0]
+    tty = sys.stderr.isatty()
+
     def tick(rows):
         faults.point("train:poll")
+        t = time.monotonic()
+        if t - last_shown[0] >= (1.0 if tty else PROGRESS_EVERY_S) and not ctx.quiet:
+            last_shown[0] = t
+            p = progress.training(ctx.dialect, arm.out, arm.resume_step or 0, final, tp.launched_ts)
+            text = progress.line(arm.name, p) + (f" · eval rows {rows}/{expected}" if rows else "")
+            # a terminal gets one line updated in place; a pipe or file gets plain lines
+            print(("\r" + text + "   ") if tty else text, end="" if tty else "\n",
+                  file=sys.stderr, flush=True)
 
     rollouts = ctx.dialect.rollouts_dir(arm.out)
     res = training.poll(tp, arm.log, eval_file, expected, interval=ctx.poll_interval,
                         cap_s=ctx.poll_cap_s, on_tick=tick,
                         progress=lambda: len(ctx.dialect.steps(rollouts)),
                         stall_s=st.stall_timeout_s)
+    if tty and not ctx.quiet:
+        print(file=sys.stderr)
     if res.outcome == "stalled":
         # a hung trainer is ours to stop (it is never relaunched while alive); resume retrains
         training.stop(tp)
