@@ -167,6 +167,14 @@ def build_parser() -> argparse.ArgumentParser:
                                  "(default: the run directory's hub env when DATASET is inside one)")
     v.add_argument("--json", action="store_true")
 
+    rp = sub.add_parser("report", help="write report.md and PNG plots for a run directory",
+                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="report.md (the summary table with intervals and paired tests, "
+                                    "per-population lifts, per-iteration notes), eval_accuracy.png "
+                                    "and train_reward.png, from numeric records only.")
+    rp.add_argument("run_dir")
+    rp.add_argument("--json", action="store_true", help="print the paths written as JSON")
+
     dg = sub.add_parser(
         "diagnose", help="does a graded rollout file carry GRPO gradient? (PASS/FAIL)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -417,6 +425,24 @@ def cmd_skill(a) -> int:
     return 0
 
 
+def cmd_report(a) -> int:
+    from driver import report
+    from driver.context import Ctx
+    from driver.state import RunDir
+
+    rd = RunDir(a.run_dir)
+    state = rd.load()
+    rd.load_metrics()
+    from driver import dialects
+
+    # a report reads records only: no backend (prime-rl checkout, torch) is needed
+    path = report.write(Ctx(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect),
+                            quiet=True))
+    files = [str(path), str(rd.path / "eval_accuracy.png"), str(rd.path / "train_reward.png")]
+    print(json.dumps({"written": files}) if a.json else "wrote " + "\n      ".join(files))
+    return 0
+
+
 def cmd_diagnose(a) -> int:
     from pathlib import Path
 
@@ -472,7 +498,7 @@ def _usage(msg: str):
 
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "status": cmd_status,
             "introspect": cmd_introspect, "validate": cmd_validate, "skill": cmd_skill,
-            "diagnose": cmd_diagnose, "export-prompts": cmd_export_prompts}
+            "diagnose": cmd_diagnose, "report": cmd_report, "export-prompts": cmd_export_prompts}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -159,6 +159,13 @@ def test_llm_teacher_is_re_asked_with_the_gate_lines_and_no_eval_canary_reaches_
     assert u["calls"] == 3 and len(calls) == 3
     assert u["input_tokens"] == sum(c["input_tokens"] for c in calls) > 0
     assert u["cost_usd"] == pytest.approx((u["input_tokens"] * 3 + u["output_tokens"] * 15) / 1e6)
+    # the report: numbers and plots from the records
+    rep = driver(["report", str(rd), "--json"], env)
+    assert rep.returncode == 0, rep.stderr
+    report = (rd / "report.md").read_text()
+    assert "lift vs iter_0 [95% CI]" in report and "iter_1 " in report
+    for png in ("eval_accuracy.png", "train_reward.png"):
+        assert (rd / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # sealing: the canary is in the trainer's eval rollouts and nowhere else
     assert any(CANARY in p.read_text() for p in rd.rglob("eval_rollouts.jsonl"))
     assert not any(CANARY in json.dumps(q["body"]) for q in requests)
