@@ -29,10 +29,27 @@ pass/fail one is low: all-fail groups that only look live."""
 # a GPU node; the embedded trainer's fit the built-in tiny model on 2 CPU cores.
 BACKEND_DEFAULTS = {
     "prime_rl": {"model": "Qwen/Qwen3-0.6B", "batch_size": 512, "rollouts_per_example": 16,
-                 "steps_per_run": 100, "max_completion_tokens": 1024},
+                 "steps_per_run": 100, "max_completion_tokens": 1024, "budget": 10 * 3600},
+    # the loop's budget is sized so that a whole default run, controls included, takes about
+    # ten minutes on 2 CPU cores
     "local": {"model": "builtin:tiny-char-qwen2", "batch_size": 64, "rollouts_per_example": 4,
-              "steps_per_run": 30, "max_completion_tokens": 96},
+              "steps_per_run": 30, "max_completion_tokens": 96, "budget": 5 * 60},
 }
+
+
+def choose_backend(a) -> tuple[str, str | None]:
+    """(backend, why the embedded default was chosen) when --backend is not given: prime-rl
+    when a checkout is named and an NVIDIA GPU is visible, else the embedded trainer."""
+    import os
+    import shutil
+
+    if os.environ.get("DRIVER_RL_COMMAND"):
+        return "prime_rl", None
+    if a.prime_rl_dir or os.environ.get("PRIME_RL_DIR"):
+        if shutil.which("nvidia-smi"):
+            return "prime_rl", None
+        return "local", "a prime-rl checkout is set but no NVIDIA GPU is visible"
+    return "local", "no prime-rl checkout is set"
 
 
 def _defaults_help(key: str) -> str:
@@ -85,9 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", type=plain_name,
                    help="student model, used verbatim in [model] name (default by backend: "
                         f"{_defaults_help('model')})")
-    r.add_argument("--budget", default="10h", type=parse_budget,
+    r.add_argument("--budget", type=parse_budget,
                    help="wall-clock cap for the iteration loop: Nh, Nm or Ns; controls run after "
-                        "it on their own time (default: 10h)")
+                        "it on their own time (default by backend: prime_rl: 10h, local: 5m)")
     r.add_argument("--hub-id", type=plain_name, help="Prime hub slug (default: primeintellect/<dataset>)")
     r.add_argument("--max-iters", default=15, type=positive_int,
                    help="total iterations including iter_0 (default: %(default)s)")
@@ -105,10 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--eval-examples", default=200, type=positive_int,
                    help="hub eval examples per evaluation (default: %(default)s)")
     r.add_argument("--init-from", help="a prior run directory to reuse as iter_0 (skips training it)")
-    r.add_argument("--backend", default="prime_rl", choices=list(BACKEND_DEFAULTS),
+    r.add_argument("--backend", choices=list(BACKEND_DEFAULTS),
                    help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local "
                         "(the embedded trainer: CPU, or one GPU when present; needs the "
-                        "[embedded] extra) (default: %(default)s)")
+                        "[embedded] extra) (default: prime_rl when a checkout is set and an "
+                        "NVIDIA GPU is visible, else local)")
     r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
     r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
     r.add_argument("--teacher", default="builtin", choices=["builtin", "agent", "llm"],
@@ -227,6 +245,9 @@ def cmd_run(a) -> int:
     from driver.context import Ctx
     from driver.state import RunDir, RunLock, RunState
 
+    why_local = None
+    if a.backend is None:
+        a.backend, why_local = choose_backend(a)
     for key, value in BACKEND_DEFAULTS[a.backend].items():
         if getattr(a, key) is None:
             setattr(a, key, value)
@@ -275,6 +296,11 @@ def cmd_run(a) -> int:
         teacher_retries=a.teacher_retries, llm=llm, probe_prompts=a.probe_prompts,
         probe_min_live=a.probe_min_live, stall_timeout_s=a.stall_timeout)
     with RunLock(rd.path):
+        if why_local:
+            print(f"using the embedded default ({why_local}): the {a.dataset} env, the embedded "
+                  f"trainer, the {a.model} student, the {a.teacher} teacher, a {a.budget / 60:g}-minute "
+                  "loop budget. Pass --backend prime_rl --prime-rl-dir DIR for the real trainer.",
+                  flush=True)
         print(f"run directory: {rd.path}", flush=True)
         rd.save(state)
         print(f"backend: {backend.name} ({' '.join(backend.command)}); teacher: {a.teacher}",
