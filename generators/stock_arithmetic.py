@@ -183,17 +183,38 @@ QUESTIONS = [
 ]
 
 
-def render(p: dict, rng: random.Random, distractor: bool, interleaved: bool) -> str:
+# The "plain" style keeps the ledger's usual sentence order (an opening count, two deliveries,
+# two withdrawals, the question) and varies only the nouns, the question and the distractors:
+# the register a student that has only seen plain ledgers can still read. The teacher switches
+# to it when the gradient probe shows the story style is out of the student's reach.
+PLAIN = [
+    "{place_cap} starts the day with {n0} {item}.",
+    "A first delivery brings {a} {item}, and a second delivery brings {b} more.",
+    "Then {c} {item} are taken out, and later another {d} are taken out.",
+]
+STYLES = ("stories", "plain")
+
+
+def feature_definitions(style: str) -> dict:
+    """The features rows of this style can carry (plain rows keep chronological order)."""
+    if style == "plain":
+        return {k: v for k, v in FEATURE_DEFINITIONS.items() if k != "interleaved_order"}
+    return dict(FEATURE_DEFINITIONS)
+
+
+def render(p: dict, rng: random.Random, distractor: bool, interleaved: bool,
+           style: str = "stories") -> str:
     name, place, item = rng.choice(NAMES), rng.choice(PLACES), rng.choice(ITEMS)
     fill = {"name": name, "place": place, "place_cap": place[0].upper() + place[1:], "item": item,
             "n0": p["initial"], "a": p["deliveries"][0], "b": p["deliveries"][1],
             "c": p["withdrawals"][0], "d": p["withdrawals"][1],
             "x": rng.randint(2, 60), "y": rng.randint(10, 99)}
-    parts = [rng.choice(OPENERS)]
-    if interleaved:
-        parts.append(rng.choice(INTERLEAVED))
+    if style == "plain":
+        parts = list(PLAIN)
+    elif interleaved:
+        parts = [rng.choice(OPENERS), rng.choice(INTERLEAVED)]
     else:
-        parts += [rng.choice(DELIVERIES), rng.choice(WITHDRAWALS)]
+        parts = [rng.choice(OPENERS), rng.choice(DELIVERIES), rng.choice(WITHDRAWALS)]
     if distractor:
         parts.insert(rng.randint(1, len(parts)), rng.choice(DISTRACTORS))
     parts.append(rng.choice(QUESTIONS))
@@ -217,10 +238,11 @@ MAX_DEPTH_SHARE = 0.6  # the gate allows 0.7; stay clear of it
 
 
 def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", seed: int = 0,
-             skeleton_share: float = 0.4, prior: list[str] = ()) -> list[dict]:
+             skeleton_share: float = 0.4, prior: list[str] = (), style: str = "stories") -> list[dict]:
     """Write rows for the weakness report's bucket allocations. `skeletons` are failed train
     problems: {"source": "train_step_S_idx_I", "problem": {...}}; `prior` are earlier
-    iterations' datasets, whose clones are avoided."""
+    iterations' datasets, whose clones are avoided; `style` is "stories" (varied cover stories,
+    interleaved order) or "plain" (the ledger's usual sentence order)."""
     rng = random.Random(seed)
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
@@ -247,14 +269,14 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 skel_misses += use_skeleton
                 continue
             distractor = rng.random() < 0.45
-            interleaved = rng.random() < 0.3
+            interleaved = style != "plain" and rng.random() < 0.3
             feats = features(p, distractor, interleaved)
             if difficulty(feats) != want:
                 continue
             dp = depth(p)
             if not quota.depth_ok(dp):
                 continue
-            question = render(p, rng, distractor, interleaved)
+            question = render(p, rng, distractor, interleaved, style)
             if not quota.claim(question, dp):
                 continue
             skel_made += use_skeleton

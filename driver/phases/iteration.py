@@ -69,14 +69,17 @@ def weakness(ctx: Ctx, n: int) -> None:
     if teachers.outputs_present(d):
         return
     failures, step = write_failures(ctx, n)
-    last_gate = read_json(d / "gate_report.json")["failures"] if (d / "gate_report.json").exists() else []
+    # the reasons of the last rejection (the gate's lines, or the probe's verdict)
+    attempts = read_json(d / "attempts.json") if (d / "attempts.json").exists() else {}
+    last_gate = attempts.get("last_failures") or (
+        read_json(d / "gate_report.json")["failures"] if (d / "gate_report.json").exists() else [])
     brief = teachers.Brief(
         run_dir=ctx.rd.path, iter_dir=d, iteration=n, hub=ctx.hub, failures_path=failures,
         failures_step=step, eval_accs=eval_accs(ctx),
         prior_reports=[ctx.iter_dir(k) / "weakness_report.md" for k in range(1, n)
                        if (ctx.iter_dir(k) / "weakness_report.md").exists()],
         last_gate=last_gate, seed=ctx.state.seed,
-        attempt=read_json(d / "attempts.json")["attempts"] if (d / "attempts.json").exists() else 0)
+        attempt=attempts.get("attempts", 0))
     faults.point("weakness:before-teacher")
     teachers.get(ctx.state).teach(brief)
     scratchpad.render(ctx)
@@ -122,7 +125,7 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
     d = ctx.iter_dir(n)
     attempts_path = d / "attempts.json"
     attempts = (read_json(attempts_path)["attempts"] if attempts_path.exists() else 0) + 1
-    atomic_write_json(attempts_path, {"attempts": attempts})
+    atomic_write_json(attempts_path, {"attempts": attempts, "last_failures": failures})
     ctx.say(f"[iter_{n}] dataset rejected (attempt {attempts}/{ctx.state.teacher_retries}): "
             + "; ".join(failures[:4]))
     # set the teacher's outputs and their products aside, so all are written again

@@ -77,6 +77,22 @@ def failed(row: dict) -> bool:
     return float(row.get("reward", 0)) < 0.5
 
 
+def choose_style(brief: Brief, fam) -> str | None:
+    """The family's default surface style, or "plain" once the gradient probe has shown that
+    the student solves none of the story-style rows (in this iteration, or in an earlier one
+    that then trained on plain rows). Evidence from the probe only: never from eval results."""
+    styles = getattr(fam, "STYLES", ())
+    if "plain" not in styles:
+        return None
+    if any("carries no gradient" in line and "all solved: 0," in line for line in brief.last_gate):
+        return "plain"
+    for k in range(1, brief.iteration):
+        w = brief.run_dir / f"iter_{k}" / "weakness.json"
+        if w.exists() and json.loads(w.read_text()).get("style") == "plain":
+            return "plain"
+    return styles[0]
+
+
 class BuiltinTeacher:
     name = "builtin"
 
@@ -98,6 +114,7 @@ class BuiltinTeacher:
     def _teach(self, brief: Brief, fam) -> None:
         rows = brief.failures()
         n_failed = sum(map(failed, rows))
+        style = choose_style(brief, fam)
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
         # failure rate of each bucket's structure among the rollouts read (+1 smoothing)
@@ -127,8 +144,10 @@ class BuiltinTeacher:
                 "sub_domains": [{"name": s, "failure_rate": round(v, 3)} for s, v in subs],
             } for d, subs in ranked],
             "allocations": alloc,
-            "structural_features": [{"name": k, "definition": v}
-                                    for k, v in fam.FEATURE_DEFINITIONS.items()],
+            "structural_features": [{"name": k, "definition": v} for k, v in (
+                fam.feature_definitions(style) if hasattr(fam, "feature_definitions")
+                else fam.FEATURE_DEFINITIONS).items()],
+            "style": style,
             "metrics_failed_vs_passed": metric_means(rows),
         }
         skeletons = [fam.skeleton(f"{brief.failures_step}_idx_{i}", r.get("info") or {})
@@ -138,7 +157,7 @@ class BuiltinTeacher:
         atomic_write_json(d / "skeletons.json", skeletons)
         atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed))
         atomic_write_text(d / "gen_dataset.py", GEN_SCRIPT.format(
-            family=fam.__name__,
+            family=fam.__name__, style_arg="" if style is None else f", style={style!r}",
             seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
             prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
             env_id=brief.hub["env_id"],
@@ -192,7 +211,7 @@ from {family} import generate
 
 weakness = json.load(open("weakness.json"))
 skeletons = json.load(open("skeletons.json"))
-rows = generate(weakness, skeletons, out="dataset.jsonl", seed={seed}, prior={prior!r})
+rows = generate(weakness, skeletons, out="dataset.jsonl", seed={seed}, prior={prior!r}{style_arg})
 round_trip({env_id!r}, rows, env_args=json.loads({env_args!r}))
 print(cold_read(rows))
 print(f"wrote {{len(rows)}} rows")
