@@ -259,3 +259,37 @@ def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs)
     assert [i["iter"] for i in m["iters"]] == [0, 1, 2]
     assert all(i.get("eval_acc") is not None for i in m["iters"])
     assert files_with_canary(rd) == []
+
+
+def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_the_gate(tmp_path):
+    import verifiers as vf
+
+    from driver import generator
+    from driver.gates import dataset as gate
+    from driver.gates import decontam
+    from driver.teachers.builtin import BuiltinTeacher
+
+    train = list(vf.load_environment("stock_arithmetic").get_dataset())[:120]
+    rows = [{"prompt": r["prompt"], "completion": "x", "answer": r["answer"], "info": r["info"],
+             "reward": float(i % 3 == 0)} for i, r in enumerate(train)]
+    brief = _brief(tmp_path, "stock_arithmetic", sorted(rows, key=lambda r: r["reward"]))
+    brief.last_gate = ["probe: the dataset carries no gradient for the student: live fraction "
+                       "0.000 < 0.1 on 32 prompts x 4 (all solved: 0, none solved: 32, mean reward 0.000)."]
+    brief.attempt = 1
+    BuiltinTeacher().teach(brief)
+    w = json.loads((brief.iter_dir / "weakness.json").read_text())
+    assert w["style"] == "plain"
+    assert "interleaved_order" not in {f["name"] for f in w["structural_features"]}
+    assert "style='plain'" in (brief.iter_dir / "gen_dataset.py").read_text()
+    assert generator.run(brief.iter_dir)["ok"]
+    rep = gate.check(brief.iter_dir / "dataset.jsonl", w,
+                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"))
+    assert rep.passed, rep.render()
+    first = json.loads((brief.iter_dir / "dataset.jsonl").open().readline())["question"]
+    assert " starts the day with " in first and "A first delivery brings" in first
+    # without that evidence the teacher keeps the story style
+    d2 = tmp_path / "again"
+    d2.mkdir()
+    brief2 = _brief(d2, "stock_arithmetic", rows)
+    BuiltinTeacher().teach(brief2)
+    assert json.loads((brief2.iter_dir / "weakness.json").read_text())["style"] == "stories"
