@@ -3,7 +3,10 @@ gate, the generator run, install, the probe, bookkeeping), as a fraction of the 
 wall time, side by side with the training it wraps. Read from run.json's phase history.
 
     python bench/driver_overhead.py RUN_DIR          # a finished run
-    python bench/driver_overhead.py                  # runs `driver run --backend local --max-iters 3`
+    python bench/driver_overhead.py                  # runs a 3-iteration local run
+
+The run it starts keeps the probe on but never lets it reject (--probe-min-live 0), so every
+iteration trains and the probe's cost is counted as overhead.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ def main() -> None:
     else:
         runs = Path(tempfile.mkdtemp())
         r = subprocess.run([sys.executable, "-m", "driver.cli", "run", "--backend", "local",
-                            "--max-iters", "3", "--runs-dir", str(runs)], capture_output=True, text=True)
+                            "--max-iters", "3", "--probe-min-live", "0", "--runs-dir", str(runs)],
+                           capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit(r.stderr[-2000:])
         run_dir = next(runs.iterdir())
