@@ -39,16 +39,13 @@ BACKEND_DEFAULTS = {
 
 def choose_backend(a) -> tuple[str, str | None]:
     """(backend, why the embedded default was chosen) when --backend is not given: prime-rl
-    when a checkout is named and an NVIDIA GPU is visible, else the embedded trainer."""
+    whenever a checkout is named (--prime-rl-dir, PRIME_RL_DIR) or DRIVER_RL_COMMAND stands in
+    for it, else the embedded trainer. Naming a checkout is a choice the driver never
+    overrides; a missing GPU is then prime-rl's to report."""
     import os
-    import shutil
 
-    if os.environ.get("DRIVER_RL_COMMAND"):
+    if os.environ.get("DRIVER_RL_COMMAND") or a.prime_rl_dir or os.environ.get("PRIME_RL_DIR"):
         return "prime_rl", None
-    if a.prime_rl_dir or os.environ.get("PRIME_RL_DIR"):
-        if shutil.which("nvidia-smi"):
-            return "prime_rl", None
-        return "local", "a prime-rl checkout is set but no NVIDIA GPU is visible"
     return "local", "no prime-rl checkout is set"
 
 
@@ -125,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=list(BACKEND_DEFAULTS),
                    help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local "
                         "(the embedded trainer: CPU, or one GPU when present; needs the "
-                        "[embedded] extra) (default: prime_rl when a checkout is set and an "
-                        "NVIDIA GPU is visible, else local)")
+                        "[embedded] extra) (default: prime_rl when a checkout is set with "
+                        "--prime-rl-dir or PRIME_RL_DIR, else local)")
     r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
     r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
     r.add_argument("--teacher", default="builtin", choices=["builtin", "agent", "llm"],
@@ -338,11 +335,11 @@ def status_payload(run_dir: str) -> dict:
 
         out = Path(st.trainer.output_dir)
         arm = out.parent.name
-        start = st.iter_0_step if arm.startswith("iter_") and arm != "iter_0" or \
-            arm.startswith("run_a") else 0
-        train = {"arm": arm, **progress.training(dialects.get(st.dialect), out, start or 0,
-                                                 (start or 0) + st.steps_per_run,
-                                                 st.trainer.launched_ts)}
+        # iterations and run A resume from iter_0's final step; iter_0 and run B start at 0
+        resumes = arm.startswith("run_a") or (arm.startswith("iter_") and arm != "iter_0")
+        start = (st.iter_0_step or 0) if resumes else 0
+        train = {"arm": arm, **progress.training(dialects.get(st.dialect), out, start,
+                                                 start + st.steps_per_run, st.trainer.launched_ts)}
     latest = next((i for i in sorted(m["iters"], key=lambda r: -r["iter"])
                    if i.get("eval_acc") is not None), None)
     return {

@@ -66,3 +66,20 @@ def test_local_backend_without_torch_is_refused_before_anything_is_created(tmp_p
                        env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "torch" in r.stderr and "[embedded]" in r.stderr
     assert list(runs.iterdir()) == []
+
+
+def test_without_a_prime_rl_checkout_the_first_line_names_the_embedded_default(tmp_path, runs):
+    env = driver_env(tmp_path)
+    env.pop("DRIVER_RL_COMMAND")
+    env.pop("PRIME_RL_DIR", None)
+    r = driver(["run", "--max-iters", "1", "--steps-per-run", "1", "--eval-examples", "8",
+                "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("using the embedded default (no prime-rl checkout is set)")
+    assert "builtin:tiny-char-qwen2 student" in first and "5-minute loop budget" in first
+    state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
+    assert state["backend"] == "local" and state["budget_seconds"] == 300
+    # naming a checkout is a choice: it is never swapped for the embedded default
+    r = driver(["run", "--prime-rl-dir", str(tmp_path), "--runs-dir", str(tmp_path / "other")], env)
+    assert r.returncode == 2 and "is not a prime-rl checkout" in r.stderr
