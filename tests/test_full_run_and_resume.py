@@ -13,6 +13,9 @@ import pytest
 
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
+# the tests share one uninterrupted reference run: keep them on one worker
+pytestmark = pytest.mark.xdist_group("full_run_reference")
+
 ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST]
 
 # One kill per segment, in the order the run reaches them; each resume dies at the next one.
