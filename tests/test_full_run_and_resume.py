@@ -13,9 +13,6 @@ import pytest
 
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
-# the tests share one uninterrupted reference run: keep them on one worker
-pytestmark = pytest.mark.xdist_group("full_run_reference")
-
 ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST]
 
 # One kill per segment, in the order the run reaches them; each resume dies at the next one.
@@ -84,6 +81,10 @@ def test_uninterrupted_run_completes_every_phase(reference):
     fp = json.loads((run_dir / "eval_fingerprints.json").read_text())
     assert fp["eval_rows"] == 200 and fp["rows"]
     assert all(len(h) == 16 and int(h, 16) >= 0 for row in fp["rows"] for h in row)
+    # the trainer double's backend has no probe: skipped, and said why
+    probe = json.loads((run_dir / "iter_1" / "probe.json").read_text())
+    assert "cannot sample outside a training run" in probe["skipped"]
+    assert "probe skipped" in r.stderr
     gate_lines = json.loads((run_dir / "iter_1" / "gate_report.json").read_text())["lines"]
     assert {"name": "no overlap with the eval split (blind)", "ok": True, "detail": ""} in gate_lines
 

@@ -54,15 +54,6 @@ def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs)
     assert f"gradient probe before training: live fraction {p['live_fraction']:.2f}" in pad
 
 
-def test_the_probe_is_skipped_and_says_why_when_the_backend_has_none(tmp_path, runs):
-    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), *FAST], driver_env(tmp_path))
-    assert r.returncode == 0, r.stderr[-3000:]
-    rd = run_dir_from(r.stdout)
-    rec = json.loads((rd / "iter_1" / "probe.json").read_text())
-    assert "cannot sample outside a training run" in rec["skipped"]
-    assert "probe skipped" in r.stderr
-
-
 def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
     from test_embedded_trainer import TOY, trainer_env
 

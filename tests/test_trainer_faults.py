@@ -54,7 +54,7 @@ def test_bad_trainer_output_is_a_recorded_failure_and_resume_retrains(tmp_path, 
     assert len(launches(tmp_path)) == 2
 
 
-@pytest.mark.parametrize("point", ["write:metrics.json", "write:eval_summary.json", "write:scratchpad.md"])
+@pytest.mark.parametrize("point", ["write:metrics.json", "write:eval_summary.json"])
 def test_a_full_disk_while_writing_stops_cleanly_and_keeps_every_file_valid(tmp_path, runs, point):
     rd, r = _failed_then_resumed(tmp_path, runs, {"DRIVER_FAULT_ENOSPC_AT": point},
                                  "No space left on device")
