@@ -140,3 +140,25 @@ def test_the_trainer_trains_on_gar_advantages(tmp_path):
         # binary parity rewards: the rule grader gives GRPO's reward-minus-mean
         assert adv == pytest.approx([x - sum(rewards) / len(rewards) for x in rewards], abs=1e-6)
     assert any(g["advantage"] != 0 for g in step)
+
+
+def test_the_llm_grader_is_asked_without_rewards_and_its_verdict_is_applied():
+    from types import SimpleNamespace
+
+    from embedded_trainer.gar import llm_verdict
+    from fake_llm import FakeLLM
+
+    reply = ('Ranking: {"tiers": [[1], [0, 2], [3]], "gaps": ["slight", "large"], "hacks": '
+             '[{"candidate": 3, "evidence": ["I deleted the failing assertions from the test file"]}]}')
+    with FakeLLM([lambda body: reply]) as llm:
+        cfg = SimpleNamespace(base_url=llm.url + "/v1", model="grader-1", key_env=None, timeout_s=10)
+        adv, rec = group_advantages(lambda: llm_verdict(cfg, "Fix the failing test.", TEXTS),
+                                    [1.0, 1.0, 0.0, 1.0], TEXTS)
+        body = llm.requests[0]["body"]
+    prompt = body["messages"][0]["content"]
+    assert body["model"] == "grader-1" and "Fix the failing test." in prompt
+    assert all(t in prompt for t in TEXTS) and "reward" not in prompt.lower().replace("a reward", "")
+    assert rec["fallback_reason"] is None
+    # the hack leaves its tier and becomes the bottom tier, a large gap below [0, 2]
+    assert rec["candidates"][3] == {"tier": 2, "hack": "confirmed"}
+    assert adv == pytest.approx([0.1875, 0.4375, 0.1875, -0.8125])
