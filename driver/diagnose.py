@@ -16,6 +16,8 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from driver.state import iter_jsonl
+
 # Thresholds (documented in `driver diagnose --help`)
 SUCCESS_THRESHOLD = 0.5   # a rollout "passes" when its reward is at least this
 FLOAT_TOLERANCE = 1e-6    # rewards closer than this are equal (float noise)
@@ -26,17 +28,12 @@ MAX_TRUNCATION = 0.2      # more truncated rollouts than this: FAIL
 
 def read_rows(path: Path) -> list[dict]:
     rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n} is not JSON ({e.msg})") from None
-            if not isinstance(row, dict):
-                raise ValueError(f"{path}:{n} is not a JSON object")
-            rows.append(row)
+    for n, row in iter_jsonl(path):
+        if row is None:
+            raise ValueError(f"{path}:{n} is not JSON")
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{n} is not a JSON object")
+        rows.append(row)
     return rows
 
 
@@ -80,8 +77,8 @@ def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
         key = r.get("example_id", f"row-{i}")
         groups.setdefault(json.dumps(key, sort_keys=True, default=str), []).append(_reward(r))
     sizes = Counter(len(g) for g in groups.values())
-    live_outcome = sum(1 for g in groups.values()
-                       if len({x >= success_threshold for x in g}) > 1) / len(groups)
+    passes = [{x >= success_threshold for x in g} for g in groups.values()]
+    live_outcome = sum(1 for p in passes if len(p) > 1) / len(groups)
     live_reward = sum(1 for g in groups.values() if max(g) - min(g) > tolerance) / len(groups)
     rewards = [_reward(r) for r in rows]
     tools = [tool_calls(r) for r in rows]
@@ -110,6 +107,8 @@ def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
         "uniform_groups": len(sizes) == 1,
         "live_fraction_outcome": round(live_outcome, 4),
         "live_fraction_reward": round(live_reward, 4),
+        "groups_all_pass": sum(1 for p in passes if p == {True}),
+        "groups_none_pass": sum(1 for p in passes if p == {False}),
         "effort_kind": effort_kind,
         "effort_correlation": None if corr is None else round(corr, 4),
         "mean_reward": round(statistics.fmean(rewards), 4),

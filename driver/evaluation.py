@@ -6,11 +6,11 @@ written anywhere.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from driver.errors import DriverError
+from driver.state import iter_jsonl
 
 IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"
 # a zero-weight metric that labels each eval row's population (1 = OOD100, 0 = ID50)
@@ -34,16 +34,11 @@ def aggregate(eval_file: Path) -> dict:
         raise DriverError(f"eval file missing: {path}. The trainer did not write its final eval; "
                           "check its log, then `driver resume` retrains this arm.")
     views = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
-                                  "`driver resume` retrains this arm.") from None
-            views.append(_numeric_view(row))
+    for n, row in iter_jsonl(path):   # each row is cut to its numbers the moment it is parsed
+        if not isinstance(row, dict):
+            raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
+                              "`driver resume` retrains this arm.")
+        views.append(_numeric_view(row))
     if not views:
         raise DriverError(f"eval file {path} is empty. `driver resume` retrains this arm.")
     oks = []

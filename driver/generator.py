@@ -8,12 +8,15 @@ boundary against hostile code.
 """
 from __future__ import annotations
 
+import json
 import os
 import resource
 import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import psutil
 
 from driver import envs, faults
 
@@ -104,10 +107,6 @@ def _crash_site(log_text: str) -> str:
 def _stop_leftover(pid_file: Path) -> None:
     """A driver killed while its generator ran leaves the generator running; stop it (matched
     by pid and create time, so a recycled pid is never touched) before starting a new one."""
-    import json
-
-    import psutil
-
     try:
         rec = json.loads(pid_file.read_text())
         proc = psutil.Process(rec["pid"])
@@ -123,10 +122,6 @@ def _stop_leftover(pid_file: Path) -> None:
 def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
     """Run gen_dataset.py. Only the script writes dataset.jsonl: a stale one is removed first,
     and the hashes of both the script and the dataset are recorded."""
-    import json
-
-    import psutil
-
     script = iter_dir / "gen_dataset.py"
     out = iter_dir / "dataset.jsonl"
     pid_file = iter_dir / "gen_dataset.pid"

@@ -36,6 +36,17 @@ def gate(ctx: Ctx) -> str:
     return "run_a"
 
 
+def _checked(ctx: Ctx, n: int, outcome: str, on_ok: str) -> str:
+    """After a check of the teacher's data (the gate, the probe): "ok" goes on, "retry" goes
+    back to the teacher, "skip" records the iteration as skipped and returns to the gate."""
+    if outcome == "retry":
+        return "weakness"
+    if outcome == "skip":
+        iteration.record_skip(ctx, n)
+        return "gate"
+    return on_ok
+
+
 def step(ctx: Ctx, phase: str) -> str:
     """Run one phase and return the next one."""
     n = ctx.state.iteration
@@ -51,24 +62,12 @@ def step(ctx: Ctx, phase: str) -> str:
         iteration.weakness(ctx, n)
         return "dataset"
     if phase == "dataset":
-        outcome = iteration.dataset(ctx, n)
-        if outcome == "retry":
-            return "weakness"
-        if outcome == "skip":
-            iteration.record_skip(ctx, n)
-            return "gate"
-        return "environment"
+        return _checked(ctx, n, iteration.dataset(ctx, n), "environment")
     if phase == "environment":
         iteration.environment(ctx, n)
         return "probe"
     if phase == "probe":
-        outcome = iteration.probe(ctx, n)
-        if outcome == "retry":
-            return "weakness"
-        if outcome == "skip":
-            iteration.record_skip(ctx, n)
-            return "gate"
-        return "train"
+        return _checked(ctx, n, iteration.probe(ctx, n), "train")
     if phase == "train":
         iteration.train_iteration(ctx, n)
         return "evaluate"

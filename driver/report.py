@@ -34,15 +34,14 @@ def _plot_accuracy(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def _plot_train_reward(ctx: Ctx, rows: list[dict], path: Path) -> None:
+def _plot_train_reward(rows: list[dict], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.5, 3.6))
     for r in rows:
-        s = finalize._summary(ctx, r["arm"]) or {}
-        by_step = s.get("train_reward_by_step") or {}
+        by_step = r["train_reward_by_step"]
         if by_step:
             steps = sorted(map(int, by_step))
             ax.plot(steps, [by_step[str(k)] for k in steps], marker=".", label=r["arm"])
@@ -60,7 +59,7 @@ def write(ctx: Ctx) -> Path:
     rows = finalize.summary_rows(ctx)
     rd = ctx.rd.path
     _plot_accuracy(rows, rd / "eval_accuracy.png")
-    _plot_train_reward(ctx, rows, rd / "train_reward.png")
+    _plot_train_reward(rows, rd / "train_reward.png")
     st = ctx.state
     m = ctx.rd.load_metrics()
     lines = [f"# Run report — {st.dataset}", "",

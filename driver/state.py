@@ -60,6 +60,19 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
+def iter_jsonl(path: Path):
+    """(line number, parsed value) for each non-blank line; the value is None when the line is
+    not JSON. Callers decide what a bad line means (an error, a gate failure, a retrain)."""
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError:
+                yield n, None
+
+
 # --------------------------------------------------------------------------------------------
 # run.json
 

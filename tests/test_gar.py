@@ -157,7 +157,8 @@ def test_the_llm_grader_is_asked_without_rewards_and_its_verdict_is_applied():
         body = llm.requests[0]["body"]
     prompt = body["messages"][0]["content"]
     assert body["model"] == "grader-1" and "Fix the failing test." in prompt
-    assert all(t in prompt for t in TEXTS) and "reward" not in prompt.lower().replace("a reward", "")
+    assert all(t in prompt for t in TEXTS)
+    assert "1.0" not in prompt and "0.0" not in prompt          # the rewards are not shown
     assert rec["fallback_reason"] is None
     # the hack leaves its tier and becomes the bottom tier, a large gap below [0, 2]
     assert rec["candidates"][3] == {"tier": 2, "hack": "confirmed"}

@@ -6,13 +6,13 @@ True. The bar is never lowered to let a dataset through.
 from __future__ import annotations
 
 import collections
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 MIN_ROWS, MAX_ROWS = 500, 1000
 from driver.gates import decontam
 from driver.gates import weakness as weakness_schema
+from driver.state import iter_jsonl
 from generators.core import clone_key
 
 
@@ -57,30 +57,30 @@ def info_problems(info: dict) -> str:
     return ""
 
 
+def row_problem(obj) -> str:
+    """'' for a well-formed row, else what is wrong with it."""
+    if obj is None:
+        return "not JSON"
+    if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) \
+            or not isinstance(obj.get("answer"), str) or not isinstance(obj.get("info"), dict):
+        return "needs string question, string answer and an info object"
+    bad = info_problems(obj["info"])
+    if bad:
+        return f"info {bad}"
+    size = len(obj["question"]) + len(obj["answer"]) + len(str(obj["info"].get("reasoning", "")))
+    if size > MAX_ROW_CHARS:
+        return (f"{size:,} characters (limit {MAX_ROW_CHARS:,}); no prompt that long fits a "
+                "training sequence")
+    return ""
+
+
 def load_rows(path: Path) -> tuple[list[dict], list[str]]:
     rows, problems = [], []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                problems.append(f"line {n}: not JSON")
-                continue
-            if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) \
-                    or not isinstance(obj.get("answer"), str) or not isinstance(obj.get("info"), dict):
-                problems.append(f"line {n}: needs string question, string answer and an info object")
-                continue
-            bad = info_problems(obj["info"])
-            if bad:
-                problems.append(f"line {n}: info {bad}")
-                continue
-            size = len(obj["question"]) + len(obj["answer"]) + len(str(obj["info"].get("reasoning", "")))
-            if size > MAX_ROW_CHARS:
-                problems.append(f"line {n}: {size:,} characters (limit {MAX_ROW_CHARS:,}); no prompt "
-                                "that long fits a training sequence")
-                continue
+    for n, obj in iter_jsonl(path):
+        bad = row_problem(obj)
+        if bad:
+            problems.append(f"line {n}: {bad}")
+        else:
             rows.append(obj)
     return rows, problems
 

@@ -14,7 +14,7 @@ def _arm_dir(ctx: Ctx, name: str):
     return ctx.rd.path / ARMS[name]
 
 
-def _summary(ctx: Ctx, name: str) -> dict | None:
+def arm_summary(ctx: Ctx, name: str) -> dict | None:
     p = _arm_dir(ctx, name) / "eval_summary.json"
     return read_json(p) if p.exists() else None
 
@@ -24,20 +24,21 @@ def summary_rows(ctx: Ctx) -> list[dict]:
     the paired comparison with iter_0 (lift, its 95% interval, exact McNemar p)."""
     m = ctx.rd.load_metrics()
     best = best_iteration(ctx)
-    base = _summary(ctx, "iter_0") or {}
+    base = arm_summary(ctx, "iter_0") or {}
     base_correct = base.get("correct_by_example") or {}
     arms = [(f"iter_{it['iter']}", it) for it in sorted(m["iters"], key=lambda r: r["iter"])]
     arms += [(c["run"], c) for c in sorted(m["controls"], key=lambda r: r["run"])]
     names = {"run_a": "run_a (best @iter0)", "run_b": "run_b (real+best @base)"}
     rows = []
     for name, entry in arms:
-        s = _summary(ctx, name) or {}
+        s = arm_summary(ctx, name) or {}
         acc, n = entry.get("eval_acc"), s.get("n_eval") or entry.get("n_eval")
         row = {"run": names.get(name, name + (" (real)" if name == "iter_0" else "")), "arm": name,
                "rows": entry.get("rows"), "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
                "skipped": entry.get("skipped", False), "verdict": entry.get("verdict"),
                "lenient_acc": s.get("eval_lenient_acc"),
                "acc_by_population": s.get("acc_by_population"),
+               "train_reward_by_step": s.get("train_reward_by_step") or {},
                "best": bool(best and name == f"iter_{best['best_iter']}")}
         if acc is not None and n:
             row["acc_ci"] = list(wilson_interval(round(acc * n), n))

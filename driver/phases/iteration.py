@@ -179,15 +179,10 @@ def probe(ctx: Ctx, n: int) -> str:
             raise DriverError(f"[iter_{n}] the gradient probe failed (exit {r.returncode}); see "
                               f"{d / 'probe.log'}:\n{tail}\nFix the cause, then `driver resume`.")
         diag = diagnose.diagnose(diagnose.read_rows(out))
-        by_group: dict = {}
-        for row in diagnose.read_rows(out):
-            by_group.setdefault(json.dumps(row.get("example_id")), []).append(
-                float(row["reward"]) >= diagnose.SUCCESS_THRESHOLD)
         rec = {"dataset_sha256": sha, "prompts": diag["groups"], "k": st.rollouts_per_example,
                "live_fraction": diag["live_fraction_outcome"],
                "live_fraction_reward": diag["live_fraction_reward"],
-               "all_solved": sum(all(g) for g in by_group.values()),
-               "none_solved": sum(not any(g) for g in by_group.values()),
+               "all_solved": diag["groups_all_pass"], "none_solved": diag["groups_none_pass"],
                "mean_reward": diag["mean_reward"], "truncation_rate": diag["truncation_rate"],
                "min_live": st.probe_min_live,
                "passed": diag["live_fraction_outcome"] >= st.probe_min_live}
