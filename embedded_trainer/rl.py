@@ -251,6 +251,10 @@ def run(cfg: cfgmod.RLConfig) -> None:
                            map_location=device, weights_only=True)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
+        # load_state_dict restores the saved run's hyperparameters too; the config in hand
+        # decides them (as prime-rl's scheduler does on resume), so re-apply it
+        for g in opt.param_groups:
+            g.update(lr=o.lr, weight_decay=o.weight_decay, betas=(o.betas1, o.betas2))
         log(f"resumed from step {start}")
     if start >= cfg.max_steps:
         raise TrainerError(f"nothing to train: the run is at step {start} and max_steps is "

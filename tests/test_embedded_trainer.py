@@ -369,6 +369,13 @@ def test_refusals_name_the_problem(tmp_path, monkeypatch, capsys):
     assert main(out)[0] == 0
     code, err = main(out, "--ckpt.resume-step", "2")
     assert code == 1 and "max_steps is absolute" in err
+    # a resumed run trains with the config in hand, not the hyperparameters the optimizer
+    # state was saved with (iterations resume iter_0's checkpoint with their own lr)
+    code, err = main(out, "--ckpt.resume-step", "2", "--trainer.optim.lr", "0.0005",
+                     "--trainer.optim.weight-decay", "0.01", max_steps=3)
+    assert code == 0, err
+    saved = torch.load(out / "checkpoints" / "step_3" / "trainer" / "state.pt", weights_only=True)
+    assert {(g["lr"], g["weight_decay"]) for g in saved["optimizer"]["param_groups"]} == {(0.0005, 0.01)}
     code, err = main(out)                                     # fresh start over another run
     assert code == 1 and "already holds checkpoints" in err
     code, err = main(tmp_path / "o2", "--ckpt.resume-step", "7", max_steps=9)
