@@ -73,7 +73,7 @@ def correct(rows: list[dict]) -> dict[str, int]:
     return {str(x["example_id"]): int(float(x["reward"]) >= 0.5) for x in rows}
 
 
-def train(out: Path, model: Path, kind: str, lr: float, max_steps: int, resume: int | None) -> dict:
+def train(out: Path, model: Path | str, kind: str, lr: float, max_steps: int, resume: int | None) -> dict:
     out.mkdir(parents=True, exist_ok=True)   # a resuming arm already holds the anchor's trees
     cfg = out / "rl.toml"
     cfg.write_text(CONFIG.format(max_steps=max_steps, model=model, kind=kind, lr=lr,

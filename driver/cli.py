@@ -10,6 +10,8 @@ import re
 import sys
 import time
 
+from driver import teachers
+
 EXIT_CODES = """exit codes:
   0  finished (or, for read commands, success)
   1  failure: the run stopped cleanly and can be resumed once the cause is fixed
@@ -44,7 +46,9 @@ def choose_backend(a) -> tuple[str, str | None]:
     overrides; a missing GPU is then prime-rl's to report."""
     import os
 
-    if os.environ.get("DRIVER_RL_COMMAND") or a.prime_rl_dir or os.environ.get("PRIME_RL_DIR"):
+    from driver.backends import RL_COMMAND_VAR
+
+    if os.environ.get(RL_COMMAND_VAR) or a.prime_rl_dir or os.environ.get("PRIME_RL_DIR"):
         return "prime_rl", None
     return "local", "no prime-rl checkout is set"
 
@@ -126,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "--prime-rl-dir or PRIME_RL_DIR, else local)")
     r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
     r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
-    r.add_argument("--teacher", default="builtin", choices=["builtin", "agent", "llm"],
+    r.add_argument("--teacher", default="builtin", choices=list(teachers.NAMES),
                    help="who writes weakness reports and generators: builtin (no LLM; needs a "
                         "family generator for the env), agent (stops with exit 3 and a "
                         "TEACHER.md brief for a coding agent), llm (an API; see --llm-*) "
@@ -235,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------------------------
 
 def cmd_run(a) -> int:
+    import hashlib
     from pathlib import Path
 
     from driver import loop
@@ -279,8 +284,6 @@ def cmd_run(a) -> int:
         k += 1
     path.mkdir(parents=True)
     rd = RunDir(path)
-    import hashlib
-
     state = RunState(
         env_tag=hashlib.sha256(str(rd.path).encode()).hexdigest()[:6],
         dataset=a.dataset, hub_id=a.hub_id or f"primeintellect/{a.dataset}", model=a.model,
@@ -328,18 +331,15 @@ def status_payload(run_dir: str) -> dict:
     m = rd.load_metrics()
     elapsed = (st.end_ts or time.time()) - st.start_ts
     train = None
-    if st.trainer is not None:   # the arm being trained: its steps on disk of its max_steps
+    tp = st.trainer
+    if tp is not None and tp.final_step is not None:   # the arm being trained: steps on disk
         from pathlib import Path
 
         from driver import dialects, progress
 
-        out = Path(st.trainer.output_dir)
-        arm = out.parent.name
-        # iterations and run A resume from iter_0's final step; iter_0 and run B start at 0
-        resumes = arm.startswith("run_a") or (arm.startswith("iter_") and arm != "iter_0")
-        start = (st.iter_0_step or 0) if resumes else 0
-        train = {"arm": arm, **progress.training(dialects.get(st.dialect), out, start,
-                                                 start + st.steps_per_run, st.trainer.launched_ts)}
+        out = Path(tp.output_dir)
+        train = {"arm": out.parent.name, **progress.training(
+            dialects.get(st.dialect), out, tp.start_step, tp.final_step, tp.launched_ts)}
     latest = next((i for i in sorted(m["iters"], key=lambda r: -r["iter"])
                    if i.get("eval_acc") is not None), None)
     return {
@@ -449,15 +449,13 @@ def cmd_skill(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from driver import report
+    from driver import dialects, report
     from driver.context import Ctx
     from driver.state import RunDir
 
     rd = RunDir(a.run_dir)
     state = rd.load()
     rd.load_metrics()
-    from driver import dialects
-
     # a report reads records only: no backend (prime-rl checkout, torch) is needed
     path = report.write(Ctx(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect),
                             quiet=True))
@@ -535,9 +533,10 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except OSError as e:
         # outside the phase loop (which records these itself): e.g. a full disk at creation
-        hint = "free some space" if e.errno in (28, 122) else "fix the cause"
-        print(f"error: {e}. Files already written are intact (every write is atomic); {hint}, "
-              "then `driver resume` the run directory printed above.", file=sys.stderr)
+        from driver.errors import os_error_advice
+
+        print(f"error: {e}. {os_error_advice(e)} `driver resume` the run directory printed "
+              "above.", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: the run directory is consistent; `driver resume` continues it",

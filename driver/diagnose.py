@@ -72,15 +72,15 @@ def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
              tolerance: float = FLOAT_TOLERANCE) -> dict:
     if not rows:
         raise ValueError("no rollout rows to diagnose")
+    rewards = [_reward(r) for r in rows]
     groups: dict = {}
-    for i, r in enumerate(rows):
+    for i, (r, reward) in enumerate(zip(rows, rewards)):
         key = r.get("example_id", f"row-{i}")
-        groups.setdefault(json.dumps(key, sort_keys=True, default=str), []).append(_reward(r))
+        groups.setdefault(json.dumps(key, sort_keys=True, default=str), []).append(reward)
     sizes = Counter(len(g) for g in groups.values())
     passes = [{x >= success_threshold for x in g} for g in groups.values()]
     live_outcome = sum(1 for p in passes if len(p) > 1) / len(groups)
     live_reward = sum(1 for g in groups.values() if max(g) - min(g) > tolerance) / len(groups)
-    rewards = [_reward(r) for r in rows]
     tools = [tool_calls(r) for r in rows]
     if all(t is not None for t in tools):
         effort_kind, effort = "tool_calls", [float(t) for t in tools]

@@ -22,3 +22,12 @@ class WaitingForTeacher(Exception):
     def __init__(self, brief_path):
         super().__init__(str(brief_path))
         self.brief_path = brief_path
+
+
+def os_error_advice(e: OSError) -> str:
+    """What to do after an OSError stopped the driver (a full disk, a vanished mount): every
+    file is written atomically, so what was written is intact and resuming repeats the step."""
+    import errno
+
+    what = "free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT) else "fix the cause"
+    return f"Files already written are intact (every write is atomic); {what}, then"

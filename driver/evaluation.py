@@ -62,15 +62,15 @@ def aggregate(eval_file: Path) -> dict:
     if lenient:
         summary["eval_lenient_acc"] = sum(lenient) / len(lenient)
     # populations, when the env labels them with a numeric metric (StockArithmetic: ID50/OOD100)
-    labelled = [v for v in views if POPULATION_METRIC in v["metrics"]]
-    if labelled and len(labelled) == n:
+    if all(POPULATION_METRIC in v["metrics"] for v in views):
+        pop_of = [POPULATIONS[v["metrics"][POPULATION_METRIC] >= 0.5] for v in views]
         pops: dict[str, list[int]] = {}
-        for v, ok in zip(views, oks):
-            pops.setdefault(POPULATIONS[v["metrics"][POPULATION_METRIC] >= 0.5], []).append(ok)
+        for pop, ok in zip(pop_of, oks):
+            pops.setdefault(pop, []).append(ok)
         summary["acc_by_population"] = {k: sum(x) / len(x) for k, x in sorted(pops.items())}
         summary["n_by_population"] = {k: len(x) for k, x in sorted(pops.items())}
         summary["population_by_example"] = {
-            str(v["example_id"]): POPULATIONS[v["metrics"][POPULATION_METRIC] >= 0.5] for v in views}
+            str(v["example_id"]): pop for v, pop in zip(views, pop_of)}
     return summary
 
 

@@ -15,10 +15,11 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 
-from driver import envs, faults
+from driver import envs, faults, training
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3
@@ -109,13 +110,11 @@ def _stop_leftover(pid_file: Path) -> None:
     by pid and create time, so a recycled pid is never touched) before starting a new one."""
     try:
         rec = json.loads(pid_file.read_text())
-        proc = psutil.Process(rec["pid"])
-        if abs(proc.create_time() - rec["create_time"]) < 0.01:
-            os.killpg(rec["pid"], signal.SIGKILL)
-            proc.wait(timeout=10)
-    except (FileNotFoundError, ValueError, KeyError, psutil.Error, ProcessLookupError,
-            PermissionError):
-        pass
+        leftover = SimpleNamespace(pid=int(rec["pid"]), create_time=float(rec["create_time"]))
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        leftover = None
+    if leftover is not None:
+        training.stop(leftover, grace_s=0)   # the trainer's own pid + create-time match
     pid_file.unlink(missing_ok=True)
 
 

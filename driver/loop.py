@@ -10,11 +10,9 @@ phase is re-entrant.
 """
 from __future__ import annotations
 
-import errno
-
 from driver import faults
 from driver.context import Ctx
-from driver.errors import DriverError, WaitingForTeacher
+from driver.errors import DriverError, WaitingForTeacher, os_error_advice
 from driver.phases import controls, finalize, iteration, setup
 from driver.state import PhaseRecord, now
 
@@ -132,9 +130,7 @@ def run(ctx: Ctx) -> int:
                 ctx.save()
             except OSError:
                 pass   # the disk is still full; run.json keeps its previous, valid version
-            hint = ("free some space" if e.errno in (errno.ENOSPC, errno.EDQUOT)
-                    else "fix the cause")
-            raise DriverError(f"[{phase}] {e}. Files already written are intact; {hint}, then "
+            raise DriverError(f"[{phase}] {e}. {os_error_advice(e)} "
                               f"`driver resume {ctx.rd.path}`.") from None
         faults.point(f"phase:{phase}:end")
         st.history[-1].end_ts = now()

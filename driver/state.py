@@ -91,6 +91,10 @@ class TrainerProcess(BaseModel):
     output_dir: str
     config_paths: list[str]
     launched_ts: float
+    # the arm's steps: it starts after start_step (its resume step) and ends at final_step,
+    # so `driver status` reads progress without knowing how arms are named or resumed
+    start_step: int = 0
+    final_step: int | None = None
 
 
 class LLMConfig(BaseModel):

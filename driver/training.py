@@ -142,7 +142,8 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
 
 
 def stop(tp: TrainerProcess, grace_s: float = 10.0) -> None:
-    """Stop a trainer we launched (its whole session: wrapper and trainer), TERM then KILL."""
+    """Stop a process we launched in its own session (a trainer: wrapper and trainer; a
+    generator), TERM then KILL. `tp` needs only `pid` and `create_time`."""
     import signal
 
     if not is_alive(tp):

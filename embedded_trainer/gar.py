@@ -152,7 +152,7 @@ def llm_verdict(cfg, task: str, texts: list[str]) -> Verdict:
     import httpx
 
     cands = "\n\n".join(f"Candidate {i}:\n{t}" for i, t in enumerate(texts))
-    key = os.environ.get(cfg.key_env or "") if cfg.key_env else None
+    key = os.environ.get(cfg.key_env) if cfg.key_env else None
     headers = {"authorization": f"Bearer {key}"} if key else {}
     r = httpx.post(cfg.base_url.rstrip("/") + "/chat/completions", headers=headers,
                    timeout=cfg.timeout_s,

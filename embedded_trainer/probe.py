@@ -46,12 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import verifiers as vf
 
-        env = vf.load_environment(a.env_id, **json.loads(a.env_args))
+        env_args = json.loads(a.env_args)
+        env = vf.load_environment(a.env_id, **env_args)
         rows = list(env.get_dataset())
         if not rows:
             raise TrainerError(f"{a.env_id} has no train rows to probe")
         picks = random.Random(a.seed).sample(range(len(rows)), min(a.prompts, len(rows)))
-        model, tok, _ = load_model(a.model, env, json.dumps({"id": a.env_id, "args": json.loads(a.env_args)},
+        model, tok, _ = load_model(a.model, env, json.dumps({"id": a.env_id, "args": env_args},
                                                             sort_keys=True))
         model.eval()
         t0 = time.perf_counter()

@@ -24,6 +24,10 @@ def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries
     assert (d / "probe.json.rejected-1").exists() and (d / "probe.json.rejected-2").exists()
     first = json.loads((d / "probe.json.rejected-1").read_text())
     assert first["live_fraction"] == 0.0 and first["passed"] is False and first["prompts"] == 32
+    # the built-in teacher's second attempt answers the probe's numbers: rows nobody solved
+    # come back in the plain style, rows everybody solved keep the story style
+    second = json.loads((d / "weakness.json.rejected-2").read_text())
+    assert second["style"] == ("plain" if rate == "0" else "stories")
     m = json.loads((rd / "metrics.json").read_text())
     it1 = next(i for i in m["iters"] if i["iter"] == 1)
     assert it1["skipped"] is True

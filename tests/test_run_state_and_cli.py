@@ -167,3 +167,29 @@ def test_status_shows_training_progress_and_the_live_run_prints_plain_progress_l
     assert "budget [" in text
     # stderr is a pipe here: plain progress lines, no carriage returns
     assert "[iter_0] step " in err and "\r" not in err
+
+
+def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp_path):
+    # an iteration resumes iter_0's step 30 and trains to 60: three steps on disk are 3 of 30,
+    # read from run.json's trainer record (start and final step), not from the arm's name
+    from driver.cli import status_payload
+    from driver.dialects.classic import ClassicDialect
+    from driver.state import RunDir, RunState, TrainerProcess
+
+    d = tmp_path / "run"
+    out = d / "iter_1" / "prime_out"
+    for s in (30, 31, 32, 33):   # step 30 is the pre-staged anchor, not this arm's work
+        f = ClassicDialect().train_file(out, s)
+        f.parent.mkdir(parents=True)
+        f.write_text("{}\n")
+    d.mkdir(exist_ok=True)
+    rd = RunDir(d)
+    rd.save(RunState(dataset="stock_arithmetic", hub_id="h", model="m", start_ts=time.time(),
+                     budget_seconds=60, max_iters=3, batch_size=64, backend="local",
+                     teacher="builtin", phase="train", iteration=1, steps_per_run=30,
+                     trainer=TrainerProcess(pid=1, create_time=0, output_dir=str(out),
+                                            config_paths=[], launched_ts=time.time() - 9,
+                                            start_step=30, final_step=60)))
+    t = status_payload(str(d))["training"]
+    assert t["arm"] == "iter_1" and (t["step"], t["start_step"], t["max_steps"]) == (33, 30, 60)
+    assert t["fraction"] == 0.1

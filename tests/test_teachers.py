@@ -273,8 +273,8 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
     rows = [{"prompt": r["prompt"], "completion": "x", "answer": r["answer"], "info": r["info"],
              "reward": float(i % 3 == 0)} for i, r in enumerate(train)]
     brief = _brief(tmp_path, "stock_arithmetic", sorted(rows, key=lambda r: r["reward"]))
-    brief.last_gate = ["probe: the dataset carries no gradient for the student: live fraction "
-                       "0.000 < 0.1 on 32 prompts x 4 (all solved: 0, none solved: 32, mean reward 0.000)."]
+    brief.last_probe = {"prompts": 32, "k": 4, "live_fraction": 0.0, "all_solved": 0,
+                        "none_solved": 32, "mean_reward": 0.0, "min_live": 0.1, "passed": False}
     brief.attempt = 1
     BuiltinTeacher().teach(brief)
     w = json.loads((brief.iter_dir / "weakness.json").read_text())

@@ -138,6 +138,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
     done_marker = arm.dir / "train_done.json"
     if done_marker.exists():
         return
+    steps = {"start_step": arm.resume_step or 0, "final_step": final}
     tp = st.trainer if (st.trainer and st.trainer.output_dir == str(arm.out)) else None
     if tp is not None and not training.is_alive(tp):
         tp = None
@@ -157,12 +158,13 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
             args += overrides
             preflight(ctx, arm, args)
             faults.point("train:before-launch")
-            tp = training.launch(ctx.backend, args, arm.out, arm.log)
+            tp = training.launch(ctx.backend, args, arm.out, arm.log).model_copy(update=steps)
             st.trainer = tp
             ctx.save()
             ctx.say(f"[{arm.name}] trainer launched (pid {tp.pid}); log: {arm.log}")
             faults.point("train:after-launch")
     else:
+        tp = tp.model_copy(update=steps)   # an orphan found by its command line has no steps
         if st.trainer != tp:
             st.trainer = tp
             ctx.save()
@@ -176,7 +178,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         t = time.monotonic()
         if t - last_shown[0] >= (1.0 if tty else PROGRESS_EVERY_S) and not ctx.quiet:
             last_shown[0] = t
-            p = progress.training(ctx.dialect, arm.out, arm.resume_step or 0, final, tp.launched_ts)
+            p = progress.training(ctx.dialect, arm.out, tp.start_step, final, tp.launched_ts)
             text = progress.line(arm.name, p) + (f" · eval rows {rows}/{expected}" if rows else "")
             # a terminal gets one line updated in place; a pipe or file gets plain lines
             print(("\r" + text + "   ") if tty else text, end="" if tty else "\n",

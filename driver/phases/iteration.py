@@ -69,16 +69,17 @@ def weakness(ctx: Ctx, n: int) -> None:
     if teachers.outputs_present(d):
         return
     failures, step = write_failures(ctx, n)
-    # the reasons of the last rejection (the gate's lines, or the probe's verdict)
+    # the last rejection: its reasons (the gate's lines or the probe's verdict) and, when the
+    # probe rejected it, the probe's numbers (its record is set aside with the attempt)
     attempts = read_json(d / "attempts.json") if (d / "attempts.json").exists() else {}
-    last_gate = attempts.get("last_failures") or (
-        read_json(d / "gate_report.json")["failures"] if (d / "gate_report.json").exists() else [])
+    probe_path = d / f"probe.json.rejected-{attempts.get('attempts', 0)}"
     brief = teachers.Brief(
         run_dir=ctx.rd.path, iter_dir=d, iteration=n, hub=ctx.hub, failures_path=failures,
         failures_step=step, eval_accs=eval_accs(ctx),
         prior_reports=[ctx.iter_dir(k) / "weakness_report.md" for k in range(1, n)
                        if (ctx.iter_dir(k) / "weakness_report.md").exists()],
-        last_gate=last_gate, seed=ctx.state.seed,
+        last_gate=attempts.get("last_failures", []),
+        last_probe=read_json(probe_path) if probe_path.exists() else None, seed=ctx.state.seed,
         attempt=attempts.get("attempts", 0))
     faults.point("weakness:before-teacher")
     teachers.get(ctx.state).teach(brief)
@@ -153,9 +154,8 @@ def probe(ctx: Ctx, n: int) -> str:
     d = ctx.iter_dir(n)
     record_path = d / "probe.json"
     sha = envs.file_sha256(d / "dataset.jsonl")
-    if record_path.exists() and read_json(record_path).get("dataset_sha256") == sha:
-        rec = read_json(record_path)
-    else:
+    rec = read_json(record_path) if record_path.exists() else {}
+    if rec.get("dataset_sha256") != sha:
         st = ctx.state
         cmd = ctx.backend.probe
         if st.probe_prompts == 0 or cmd is None:

@@ -26,6 +26,7 @@ class Brief:
     eval_accs: dict               # {"iter_0": 0.41, ...}: numbers only
     prior_reports: list[Path] = field(default_factory=list)
     last_gate: list[str] = field(default_factory=list)
+    last_probe: dict | None = None  # probe.json of the last attempt, when the probe rejected it
     seed: int = 0
     attempt: int = 0              # earlier gate rejections in this iteration
 

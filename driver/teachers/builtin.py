@@ -84,7 +84,8 @@ def choose_style(brief: Brief, fam) -> str | None:
     styles = getattr(fam, "STYLES", ())
     if "plain" not in styles:
         return None
-    if any("carries no gradient" in line and "all solved: 0," in line for line in brief.last_gate):
+    p = brief.last_probe
+    if p and not p.get("passed", True) and p.get("all_solved") == 0:
         return "plain"
     for k in range(1, brief.iteration):
         w = brief.run_dir / f"iter_{k}" / "weakness.json"
