@@ -11,7 +11,12 @@ train rows? Measured on the hub env's *validation* split, never the test split.
    dataset gate asks 40% of a teacher's rows to be); fresh problems at 3x the learning rate.
 
 `--model builtin:tiny-char-qwen2?sft_steps=400` builds (and caches) another warm start by the
-same recipe; `--anchor-only` stops after the anchor. Prints the student's own accuracy, then each arm's greedy validation accuracy with its Wilson 95% interval and its paired lift
+same recipe; `--anchor-only` stops after the anchor. `--arms` picks the arms (`hub`, `fresh`,
+`hard`, `three_digit`; `kind*3` trains at 3x the lr); `--temperature`, `--group`, `--batch` and
+`--kl` set the rollout temperature, group size, rollouts per step and KL to the anchor for
+every arm. Accuracy is also split by whether a validation problem's running stock reaches 100
+(the weakness a streamed warm start can plant), read from the validation problem, never from a
+completion. Prints the student's own accuracy, then each arm's greedy validation accuracy with its Wilson 95% interval and its paired lift
 over the anchor (Newcombe 95% interval, exact McNemar p), side by side. Only example ids and
 rewards are read from the eval files. About 5 minutes on 2 cores.
 """
@@ -32,6 +37,8 @@ sys.path.insert(0, str(ROOT))
 from driver.dialects.classic import ClassicDialect  # noqa: E402
 from driver.evaluation import wilson_interval  # noqa: E402
 from driver.stats import paired  # noqa: E402
+from generators.stock_arithmetic import running  # noqa: E402
+from stock_arithmetic.data import build_splits  # noqa: E402
 
 LAYOUT = ClassicDialect()
 CONFIG = """max_steps = {max_steps}
@@ -42,10 +49,11 @@ name = "{model}"
 interval = {max_steps}
 {resume}
 [orchestrator]
-batch_size = 64
-rollouts_per_example = 4
+batch_size = {batch}
+rollouts_per_example = {group}
 [orchestrator.train.sampling]
 max_completion_tokens = 96
+temperature = {temperature}
 [[orchestrator.train.env]]
 id = "headroom_env"
 args = {{kind = "{kind}"}}
@@ -58,6 +66,8 @@ id = "headroom_env"
 args = {{kind = "hub"}}
 [trainer.optim]
 lr = {lr}
+[embedded]
+kl_beta = {kl}
 """
 
 
@@ -73,11 +83,17 @@ def correct(rows: list[dict]) -> dict[str, int]:
     return {str(x["example_id"]): int(float(x["reward"]) >= 0.5) for x in rows}
 
 
-def train(out: Path, model: Path | str, kind: str, lr: float, max_steps: int, resume: int | None) -> dict:
+# validation example id -> does its running stock reach 100 (from the problem, not a rollout)
+THREE_DIGIT = {str(i): max(running(r["info"]["problem"])) >= 100
+               for i, r in enumerate(build_splits(0)["validation"])}
+
+
+def train(out: Path, model, kind: str, lr: float, max_steps: int, resume: int | None, a) -> dict:
     out.mkdir(parents=True, exist_ok=True)   # a resuming arm already holds the anchor's trees
     cfg = out / "rl.toml"
     cfg.write_text(CONFIG.format(max_steps=max_steps, model=model, kind=kind, lr=lr,
-                                 resume=f"resume_step = {resume}" if resume else ""))
+                                 resume=f"resume_step = {resume}" if resume else "",
+                                 batch=a.batch, group=a.group, temperature=a.temperature, kl=a.kl))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)])}
     r = subprocess.run([sys.executable, "-m", "embedded_trainer.rl", "@", str(cfg),
                         "--output-dir", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
@@ -92,37 +108,55 @@ def train(out: Path, model: Path | str, kind: str, lr: float, max_steps: int, re
             "train_reward_last5": sum(train_r[-5:]) / 5}
 
 
+def share(res: dict, three: bool) -> str:
+    got = [v for k, v in res.items() if THREE_DIGIT[k] == three]
+    return f"{sum(got) / max(1, len(got)):.3f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="student directory or builtin:tiny-char-qwen2?... "
                     "recipe (default: the prebuilt student)")
     ap.add_argument("--anchor-only", action="store_true", help="stop after the anchor")
     ap.add_argument("--steps", type=int, default=30, help="GRPO steps per arm (default 30, the driver's)")
+    ap.add_argument("--anchor-steps", type=int, default=None, help="the anchor's steps (default --steps)")
     ap.add_argument("--lr", type=float, default=1e-4, help="learning rate (default 1e-4, the driver's)")
+    ap.add_argument("--temperature", type=float, default=1.0, help="train rollout temperature (default 1.0)")
+    ap.add_argument("--group", type=int, default=4, help="completions per prompt (default 4)")
+    ap.add_argument("--batch", type=int, default=64, help="rollouts per step (default 64)")
+    ap.add_argument("--kl", type=float, default=0.0, help="KL to the student before RL (default 0)")
+    ap.add_argument("--arms", default="hub,fresh,hard,fresh*3",
+                    help="comma-separated arms after the anchor: hub, fresh, hard, three_digit; "
+                    "kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
     a = ap.parse_args()
     model = a.model if a.model and a.model.startswith("builtin:") else \
         Path(a.model or default_model()).resolve()
+    anchor_steps = a.anchor_steps or a.steps
     work = Path(tempfile.mkdtemp(prefix="rl-headroom-"))
     try:
-        print(f"student {getattr(model, 'name', model)}; {a.steps} steps per arm; eval: validation split, greedy", flush=True)
-        anchor = train(work / "anchor", model, "hub", a.lr, a.steps, None)
+        print(f"student {getattr(model, 'name', model)}; anchor {anchor_steps} steps, {a.steps} per arm; "
+              f"lr {a.lr}, temperature {a.temperature}, {a.batch // a.group} prompts x {a.group}, "
+              f"kl {a.kl}; eval: validation split, greedy", flush=True)
+        anchor = train(work / "anchor", model, "hub", a.lr, anchor_steps, None, a)
         results = {"student (no RL)": {"correct": anchor["before"], "train_reward_first5": None},
                    "anchor (hub train)": anchor}
-        arms = [] if a.anchor_only else [("hub train again", "hub", a.lr), ("fresh, train register", "fresh", a.lr),
-                ("fresh, >=3 features", "hard", a.lr), ("fresh, lr x3", "fresh", 3 * a.lr)]
-        for label, kind, lr in arms:
-            out = work / kind / str(lr)
-            for tree in LAYOUT.checkpoint_trees(work / "anchor", a.steps):
+        arms = [] if a.anchor_only else [x.strip() for x in a.arms.split(",") if x.strip()]
+        for arm in arms:
+            kind, _, mult = arm.partition("*")
+            lr = a.lr * float(mult or 1)
+            out = work / arm.replace("*", "x")
+            for tree in LAYOUT.checkpoint_trees(work / "anchor", anchor_steps):
                 shutil.copytree(tree, out / tree.relative_to(work / "anchor"))
-            print(f"  training: {label} ...", flush=True)
-            results[label] = train(out, model, kind, lr, 2 * a.steps, a.steps)
-        print(f"\n{'arm':<24} {'val acc':>8} {'95% CI':>15} {'lift vs anchor':>15} {'95% CI':>17} "
-              f"{'p':>6}  train reward first5 -> last5")
+            print(f"  training: {arm} ...", flush=True)
+            results[arm] = train(out, model, kind, lr, anchor_steps + a.steps, anchor_steps, a)
+        print(f"\n{'arm':<20} {'val acc':>8} {'95% CI':>15} {'>=100':>6} {'<100':>6} "
+              f"{'lift vs anchor':>15} {'95% CI':>17} {'p':>6}  train reward first5 -> last5")
         base = anchor["correct"]
         for label, res in results.items():
             k, n = sum(res["correct"].values()), len(res["correct"])
             lo, hi = wilson_interval(k, n)
-            line = f"{label:<24} {k / n:>8.3f} [{lo:.3f}, {hi:.3f}]"
+            line = (f"{label:<20} {k / n:>8.3f} [{lo:.3f}, {hi:.3f}] {share(res['correct'], True):>6} "
+                    f"{share(res['correct'], False):>6}")
             if res["train_reward_first5"] is None:
                 print(line)
                 continue
@@ -133,6 +167,9 @@ def main() -> None:
                 line += (f" {p['lift']:>+15.3f} [{p['lift_ci'][0]:+.3f}, {p['lift_ci'][1]:+.3f}]"
                          f" {p['p_value']:>6.3f}")
             print(line + f"  {res['train_reward_first5']:.3f} -> {res['train_reward_last5']:.3f}  (n={n})")
+        n3 = sum(THREE_DIGIT.values())
+        print(f"(>=100: the {n3} validation problems whose running stock reaches 100; <100: the "
+              f"other {len(THREE_DIGIT) - n3})")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

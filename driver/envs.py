@@ -47,6 +47,23 @@ samples = []
 for i in range(min(3, len(train))):
     row = train[i]
     samples.append({k: row[k] for k in ("question", "answer", "info") if k in row})
+# a selection split: the env's loader takes eval_split and has a validation split behind it
+# (its size is read, none of its rows)
+selection = None
+try:
+    import importlib, inspect
+    mod = importlib.import_module(env_id.split("/")[-1].split("@")[0].replace("-", "_"))
+    if "eval_split" in inspect.signature(mod.load_environment).parameters and "eval_split" not in env_args:
+        for split in ("validation", "val", "dev"):
+            try:
+                n_sel = len(vf.load_environment(env_id, **{**env_args, "eval_split": split}).get_eval_dataset())
+            except Exception:
+                continue
+            if n_sel:
+                selection = {"args": {**env_args, "eval_split": split}, "split": split, "size": n_sel}
+                break
+except Exception:
+    selection = None
 print("@@HUB@@" + json.dumps({
     "env_class": type(env).__name__,
     "env_module": type(env).__module__,
@@ -59,6 +76,7 @@ print("@@HUB@@" + json.dumps({
     "eval_size": len(ev),
     "train_columns": list(train.column_names),
     "sample_train_rows": samples,
+    "selection": selection,
 }, default=str))
 """ + decontam.EVAL_SIDE_BODY
 
@@ -67,6 +85,30 @@ import sys
 import verifiers as vf
 env = vf.load_environment(sys.argv[1])
 print("@@ROWS@@", len(env.get_dataset()))
+"""
+
+# Runs in the target interpreter: a seeded resample of the hub env's *train* rows (control C's
+# rows when the env has no family generator), as question/answer/info lines.
+_SAMPLE_TRAIN = r"""
+import json, random, sys
+env_id, env_args, n, seed, dest = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+import verifiers as vf
+env = vf.load_environment(env_id, **env_args)
+train = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
+rng = random.Random(seed)
+order = list(range(len(train)))
+rng.shuffle(order)
+picks = [order[i % len(order)] for i in range(n)]
+with open(dest, "w", encoding="utf-8") as f:
+    for i in picks:
+        row = train[i]
+        q = row.get("question")
+        if q is None:
+            users = [m for m in row.get("prompt") or [] if m.get("role") == "user"]
+            q = users[-1]["content"] if users else ""
+        f.write(json.dumps({"question": q, "answer": row.get("answer", ""),
+                            "info": row.get("info") or {}}) + "\n")
+print("@@ROWS@@", len(picks))
 """
 
 _FORMAT_WORDS = re.compile(r"json|format|answer|reply|respond|tag|<|box|exactly", re.I)
@@ -231,6 +273,20 @@ def pip_install(python: str, pkg_dir: Path, editable: bool = True) -> None:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise DriverError(f"installing {pkg_dir} failed:\n{r.stderr.strip()[-2000:]}")
+
+
+def sample_train_rows(python: str, env_id: str, env_args: dict | None, n: int, seed: str,
+                      dest: Path) -> int:
+    """Write `n` rows resampled (seeded, without replacement until the split runs out) from the
+    hub env's train split to `dest`. Train rows only: the eval split is never read."""
+    tmp = Path(dest).with_name(Path(dest).name + ".tmp")
+    r = _run_py(python, _SAMPLE_TRAIN, [env_id, json.dumps(env_args or {}), str(n), seed, str(tmp)])
+    got = _marker_line(r.stdout, "@@ROWS@@")
+    if r.returncode != 0 or got is None or int(got) != n:
+        tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])
+        raise DriverError(f"resampling {n} train rows of {env_id} failed:\n{tail}")
+    tmp.replace(dest)
+    return n
 
 
 def count_rows(python: str, name: str) -> int | None:

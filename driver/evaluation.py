@@ -22,13 +22,16 @@ def _numeric_view(row: dict) -> dict:
     metrics = row.get("metrics") or {}
     return {
         "example_id": row.get("example_id"),
+        "env_name": row.get("env_name"),   # the config's own label for the eval env
         "reward": float(row.get("reward", 0.0) or 0.0),
         "metrics": {k: float(v) for k, v in metrics.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool)},
     }
 
 
-def aggregate(eval_file: Path) -> dict:
+def aggregate(eval_file: Path, selection_env: str | None = None) -> dict:
+    """The eval split's numbers; rows labelled `selection_env` (the hub's selection split, when
+    the config evaluates one) are summarized apart under "selection"."""
     path = Path(eval_file)
     if not path.exists():
         raise DriverError(f"eval file missing: {path}. The trainer did not write its final eval; "
@@ -39,8 +42,18 @@ def aggregate(eval_file: Path) -> dict:
             raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
                               "`driver resume` retrains this arm.")
         views.append(_numeric_view(row))
-    if not views:
+    report = [v for v in views if selection_env is None or v["env_name"] != selection_env]
+    if not report:
         raise DriverError(f"eval file {path} is empty. `driver resume` retrains this arm.")
+    summary = _summarize(report)
+    chosen = [v for v in views if selection_env is not None and v["env_name"] == selection_env]
+    if chosen:
+        sel = _summarize(chosen)
+        summary["selection"] = {k: sel[k] for k in ("eval_acc", "n_eval", "correct_by_example")}
+    return summary
+
+
+def _summarize(views: list[dict]) -> dict:
     oks = []
     by_example: dict[str, list[int]] = {}
     lenient: list[float] = []

@@ -1,7 +1,7 @@
 """The phase state machine: the only place that decides what happens next.
 
     introspect -> baseline -> gate -> [weakness -> dataset -> environment -> probe -> train
-    -> evaluate -> gate]* -> run_a -> run_b -> finalize -> done
+    -> evaluate -> gate]* -> run_a -> run_b -> run_c -> finalize -> done
 
 Phases do work and report; they never choose their successor. The gate before each iteration is
 the only exit of the loop: elapsed >= budget, or iteration index >= max_iters. run.json is saved
@@ -77,6 +77,9 @@ def step(ctx: Ctx, phase: str) -> str:
         return "run_b"
     if phase == "run_b":
         controls.run_control(ctx, "run_b")
+        return "run_c"
+    if phase == "run_c":
+        controls.run_control(ctx, "run_c")
         return "finalize"
     if phase == "finalize":
         table = finalize.finalize(ctx)

@@ -44,3 +44,15 @@ def mcnemar_exact(b: int, c: int) -> float:
     from scipy.stats import binomtest
 
     return float(binomtest(min(b, c), b + c, 0.5, alternative="two-sided").pvalue)
+
+
+def holm(p_values: dict[str, float]) -> dict[str, float]:
+    """Holm's step-down adjustment of several p-values (one per iteration compared with
+    iter_0): the k-th smallest is multiplied by (m - k + 1), kept monotone, capped at 1. Used
+    when the best iteration is chosen on the same examples its lift is reported on."""
+    order = sorted(p_values, key=p_values.get)
+    m, out, running = len(order), {}, 0.0
+    for k, name in enumerate(order):
+        running = max(running, min(1.0, (m - k) * p_values[name]))
+        out[name] = running
+    return out

@@ -31,7 +31,11 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 DEFAULTS = {"hidden_size": 128, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 1024,
-            "sft_steps": 1500, "sft_batch": 32, "sft_lr": 3e-3, "seed": 0}
+            "sft_steps": 1500, "sft_batch": 32, "sft_lr": 3e-3, "seed": 0, "corpus": "train"}
+CORPORA = ("train", "stream")
+# `corpus=stream` asks the env's package for `warm_start_corpus(count, seed, **options)`: fresh
+# rows, each seen once, instead of epochs over the train split. Options are passed as `c_<name>`.
+CORPUS_OPTION = "c_"
 
 
 def is_recipe(name: str) -> bool:
@@ -44,9 +48,15 @@ def parse_recipe(name: str) -> dict:
     if "?" in name:
         for part in name.split("?", 1)[1].split("&"):
             key, _, value = part.partition("=")
+            if key.startswith(CORPUS_OPTION) and len(key) > len(CORPUS_OPTION):
+                spec[key] = float(value)
+                continue
             if key not in DEFAULTS:
-                raise ValueError(f"unknown recipe setting {key!r}; known: {', '.join(DEFAULTS)}")
+                raise ValueError(f"unknown recipe setting {key!r}; known: {', '.join(DEFAULTS)}, "
+                                 f"{CORPUS_OPTION}<option> (a corpus option)")
             spec[key] = type(DEFAULTS[key])(value)
+    if spec["corpus"] not in CORPORA:
+        raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, not {spec['corpus']!r}")
     return spec
 
 
@@ -84,13 +94,31 @@ def cache_root() -> Path:
     return Path(base) / "models"
 
 
-def sft_examples(env, tokenizer) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, completion ids) from the env's *train* rows that carry a reference
-    completion in info. The eval split is never touched."""
+def corpus_rows(spec: dict, env, env_key: str) -> list[dict]:
+    """The rows the warm start reads: the env's train split, or a stream of fresh rows from its
+    package (`warm_start_corpus`), one per SFT example drawn, so none is seen twice."""
+    if spec["corpus"] == "train":
+        return list(env.get_dataset())
+    import importlib
+
+    from embedded_trainer.errors import TrainerError
+
+    module = json.loads(env_key)["id"].split("/")[-1].replace("-", "_")
+    make = getattr(importlib.import_module(module), "warm_start_corpus", None)
+    if make is None:
+        raise TrainerError(f"corpus=stream needs {module}.warm_start_corpus(count, seed, **options); "
+                           f"{module} has none. Use corpus=train or a pretrained model directory.")
+    options = {k[len(CORPUS_OPTION):]: v for k, v in spec.items() if k.startswith(CORPUS_OPTION)}
+    return make(spec["sft_steps"] * spec["sft_batch"], spec["seed"], **options)
+
+
+def sft_examples(rows, tokenizer) -> list[tuple[list[int], list[int]]]:
+    """(prompt ids, completion ids) from rows that carry a reference completion in info: the
+    env's *train* rows or its warm-start stream. The eval split is never touched."""
     from embedded_trainer.rollouts import render_prompt
 
     out = []
-    for row in env.get_dataset():
+    for row in rows:
         ref = (row.get("info") or {}).get("reference_completion")
         if isinstance(ref, str) and ref:
             prompt_ids = render_prompt(tokenizer, row["prompt"])
@@ -114,6 +142,7 @@ def sft(model, examples, spec: dict, log=print) -> dict:
         prefix = examples[0][0][:1]
     rng = random.Random(spec["seed"])
     torch.manual_seed(spec["seed"])
+    stream = spec["corpus"] == "stream"   # each example once, in order
     opt = torch.optim.AdamW(model.parameters(), lr=spec["sft_lr"], betas=(0.9, 0.98))
     steps, bsz, warm = spec["sft_steps"], spec["sft_batch"], max(1, spec["sft_steps"] // 12)
     model.train()
@@ -123,7 +152,8 @@ def sft(model, examples, spec: dict, log=print) -> dict:
                                0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm))))
         for g in opt.param_groups:
             g["lr"] = lr
-        batch = [examples[rng.randrange(len(examples))] for _ in range(bsz)]
+        batch = (examples[(step - 1) * bsz:step * bsz] if stream else
+                 [examples[rng.randrange(len(examples))] for _ in range(bsz)])
         width = max(len(p) - len(prefix) + len(c) for p, c in batch)
         ids = torch.zeros(bsz, width, dtype=torch.long)
         labels = torch.full((bsz, width), -100, dtype=torch.long)
@@ -152,7 +182,11 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
     from embedded_trainer.errors import TrainerError
 
     spec = parse_recipe(name)
-    key = hashlib.sha256(json.dumps({"spec": spec, "env": env_key, "chars": CHARS,
+    # the train corpus depends on the env's args (its rows); a stream only on the env's package.
+    # `corpus=train` stays out of the key so models built before the setting existed still match
+    keyed = {k: v for k, v in spec.items() if k != "corpus" or v != "train"}
+    source = env_key if spec["corpus"] == "train" else json.loads(env_key)["id"]
+    key = hashlib.sha256(json.dumps({"spec": keyed, "env": source, "chars": CHARS,
                                      "template": CHAT_TEMPLATE, "v": 1},
                                     sort_keys=True).encode()).hexdigest()[:16]
     target = cache_root() / f"tiny-char-qwen2-{key}"
@@ -164,13 +198,13 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
     if (shipped / "DONE").exists():
         return shipped
     tokenizer = build_tokenizer()
-    examples = sft_examples(env, tokenizer)
+    examples = sft_examples(corpus_rows(spec, env, env_key), tokenizer)
     if not examples:
         raise TrainerError(
             f"the built-in tiny model warm-starts by SFT on reference completions, and the train "
             f"rows of {env_key} carry none (no info.reference_completion). Pass a pretrained "
             f"model directory as --model.name instead of {RECIPE_PREFIX}.")
-    log(f"building {RECIPE_PREFIX} for {env_key}: SFT on {len(examples)} train rows, "
+    log(f"building {RECIPE_PREFIX} for {env_key}: SFT on {len(examples)} {spec['corpus']} rows, "
         f"{spec['sft_steps']} steps (cached in {target})")
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     model = build_model(spec, len(tokenizer))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 
-from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
+from generators.core import BucketQuota, RowWriter, bucket_plan, clone_key, prior_clone_keys
 
 MAX_OPERAND = 50  # the train split's range, read from train rows by the teacher
 
@@ -286,5 +286,37 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 "reasoning": reference_completion(p), "reasoning_depth": dp,
                 "problem": p,
             })
+    writer.write()
+    return writer.rows
+
+
+def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0, style: str = "plain",
+               prior: list[str] = ()) -> list[dict]:
+    """Control C's rows: `count` problems from the family's plain distribution (the train
+    split's operand range, no bucket constraint, no skeleton of a failure), worded in `style`.
+    Same row schema as `generate`, so the same env wrapper trains on them; nothing in them is
+    aimed at a weakness."""
+    rng = random.Random(f"untargeted|{seed}")
+    writer = RowWriter(out)
+    seen: set = prior_clone_keys(prior)
+    attempts = 0
+    while len(writer.rows) < count:
+        attempts += 1
+        if attempts > count * 5000:
+            raise RuntimeError(f"cannot draw {count} distinct untargeted rows")
+        p = sample_problem(rng)
+        distractor = rng.random() < 0.45
+        interleaved = style != "plain" and rng.random() < 0.3
+        question = render(p, rng, distractor, interleaved, style)
+        key = clone_key(question)
+        if key in seen:
+            continue
+        seen.add(key)
+        feats = features(p, distractor, interleaved)
+        writer.add(question, str(solve(p)), {
+            "domain": "untargeted", "sub_domain": "plain distribution",
+            "difficulty": difficulty(feats), "structural_features": feats,
+            "source": "template:untargeted", "reasoning": reference_completion(p),
+            "reasoning_depth": depth(p), "problem": p})
     writer.write()
     return writer.rows

@@ -391,3 +391,28 @@ def test_refusals_name_the_problem(tmp_path, monkeypatch, capsys):
     assert rl.main(["@", str(cfg), "--output-dir", str(tmp_path / "o5")]) == 1
     err = capsys.readouterr().err
     assert "carry none" in err and "pretrained model directory" in err
+
+
+def test_stream_corpus_recipe_settings_and_the_default_key_unchanged(tmp_path, monkeypatch):
+    import verifiers as vf
+
+    from embedded_trainer import recipe
+    from embedded_trainer.errors import TrainerError
+
+    spec = recipe.parse_recipe("builtin:tiny-char-qwen2?corpus=stream&c_three_digit_share=0.05")
+    assert spec["corpus"] == "stream" and spec["c_three_digit_share"] == 0.05
+    with pytest.raises(ValueError, match="corpus must be one of"):
+        recipe.parse_recipe("builtin:tiny-char-qwen2?corpus=books")
+    # an env whose package has no warm_start_corpus cannot stream: said, with what to do
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "envs"))
+    with pytest.raises(TrainerError, match="warm_start_corpus"):
+        recipe.corpus_rows(recipe.parse_recipe("builtin:tiny-char-qwen2?corpus=stream"),
+                           vf.load_environment("parity_toy"), '{"args": {}, "id": "parity_toy"}')
+    # the streamed rows come from the env's package, one per SFT example
+    spec = recipe.parse_recipe("builtin:tiny-char-qwen2?corpus=stream&sft_steps=3&sft_batch=4")
+    rows = recipe.corpus_rows(spec, None, '{"args": {}, "id": "stock_arithmetic"}')
+    assert len(rows) == 12 and all(r["info"]["split"] == "warm_start" for r in rows)
+    # the default recipe's cache key did not move: the shipped student is still found
+    monkeypatch.setenv("EMBEDDED_TRAINER_CACHE", str(tmp_path))
+    got = recipe.materialize(recipe.RECIPE_PREFIX, None, '{"args": {}, "id": "stock_arithmetic"}')
+    assert got.parent == recipe.PREBUILT

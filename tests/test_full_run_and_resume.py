@@ -64,13 +64,27 @@ def test_uninterrupted_run_completes_every_phase(reference):
     metrics, best, status, summary = outcome(run_dir)
     assert status == "max_iters_reached"
     assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
-    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b"}
+    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
     assert best["best_iter"] in (1, 2)
     assert "<- BEST_ITER" in summary and "* recommended" in summary
     assert "run_a (best @iter0)" in r.stdout and "run_b (real+best @base)" in r.stdout
+    assert "run_c (untargeted @iter0)" in r.stdout
+    # the best iteration is chosen on the validation split, and reported on the test split
+    iters = {m["iter"]: m for m in metrics["iters"]}
+    assert best["chosen_on"] == "selection"
+    assert best["selection_acc"] == max(iters[k]["selection_acc"] for k in (1, 2))
+    assert all(m["n_eval"] == 200 and m["n_selection"] == 200 for m in metrics["iters"])
+    assert "val %" in summary and "played no part in choosing" in summary
+    # control C: as many untargeted rows as the best dataset, from iter_0's checkpoint
+    best_rows = (run_dir / best["dataset"]).read_text().count("\n")
+    run_c = run_dir / "run_c_untargeted_from_iter0"
+    c_rows = [json.loads(x) for x in (run_c / "dataset.jsonl").read_text().splitlines()]
+    assert len(c_rows) == best_rows and {x["info"]["domain"] for x in c_rows} == {"untargeted"}
+    assert "resume_step = 3" in (run_c / "rl.toml").read_text()
+    assert f"iter_{best['best_iter']} (best) vs run_c (untargeted rows" in summary
     # every arm trained exactly once
     dirs = Counter(l["output_dir"] for l in launches(tmp))
-    assert len(dirs) == 5 and set(dirs.values()) == {1}
+    assert len(dirs) == 6 and set(dirs.values()) == {1}
     # every iteration resumes from iter_0's final step (the anchor)
     for n in (1, 2):
         assert "resume_step = 3" in (run_dir / f"iter_{n}" / "rl.toml").read_text()
@@ -131,3 +145,25 @@ def test_external_sigkill_during_training_reattaches(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "re-attached" in r.stderr
     assert len(launches(tmp_path)) == 1  # iter_0 trained once; max_iters 1 leaves no controls
+
+
+def test_an_env_without_a_selection_split_reports_holm_and_resamples_train_rows_for_control_c(tmp_path):
+    """model_router has one eval split and no untargeted generator: the summary says the best
+    is chosen on the examples it is reported on, adjusts p for the iterations compared, and
+    control C trains on as many resampled hub train rows as the best dataset has."""
+    runs = tmp_path / "runs"
+    r = driver(["run", "--dataset", "model_router", "--max-iters", "3", *FAST[:4],
+                "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = run_dir_from(r.stdout)
+    hub = json.loads((run_dir / "hub_env.json").read_text())
+    assert hub["selection"] is None
+    metrics, best, _, summary = outcome(run_dir)
+    assert best["chosen_on"] == "eval" and all("selection_acc" not in m for m in metrics["iters"])
+    assert "Holm p" in summary and "chosen on the same examples its lift is reported on" in summary
+    assert "val %" not in summary
+    c_rows = (run_dir / "run_c_untargeted_from_iter0" / "dataset.jsonl").read_text().splitlines()
+    assert len(c_rows) == (run_dir / best["dataset"]).read_text().count("\n")
+    train_questions = {row["question"] for row in (json.loads(x) for x in c_rows)}
+    assert "run_c: " + f"{len(c_rows)} untargeted rows from a resample" in r.stderr.replace("[run_c] ", "run_c: ")
+    assert len(train_questions) > 1

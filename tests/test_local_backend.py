@@ -36,7 +36,7 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     probe = metrics["iters"][1]["probe"]
     assert probe["prompts"] == 8 and probe["k"] == 4 and probe["passed"] is True
     assert "probe: 8 prompts x 4" in (run_dir / "iter_1" / "probe.log").read_text()
-    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b"}
+    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
     # iter_1 resumed from iter_0's pre-staged step and trained to the absolute max_steps
     log1 = (run_dir / "iter_1" / "train.log").read_text()
     assert "resumed from step 2" in log1 and "step 4/4" in log1 and "RL training finished!" in log1

@@ -345,9 +345,9 @@ def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):
     assert it0["source"] == "init-from" and it0["eval_acc"] == prior_acc
     linked = run_dir / "iter_0" / "prime_out" / "weights" / "step_3"
     assert linked.is_symlink() and linked.resolve() == (prior / "prime_out" / "weights" / "step_3").resolve()
-    # iter_0 was not trained again: only iter_1, run A and run B launched
+    # iter_0 was not trained again: only iter_1 and runs A, B and C launched
     outs = [Path(x["output_dir"]).parent.name for x in launches(tmp_path)[before:]]
-    assert outs == ["iter_1", "run_a_best_from_iter0", "run_b_combined_from_base"]
+    assert outs == ["iter_1", "run_a_best_from_iter0", "run_b_combined_from_base", "run_c_untargeted_from_iter0"]
     # iter_1 resumed from the inherited step, from real copies of the trees
     staged = run_dir / "iter_1" / "prime_out" / "checkpoints" / "step_3"
     assert staged.is_dir() and not staged.is_symlink()

@@ -38,3 +38,13 @@ def test_no_discordance_is_no_evidence_and_only_shared_ids_count():
     assert r["n"] == 3 and r["lift"] == 0 and r["p_value"] == 1.0 and r["significant"] is False
     assert r["lift_ci"][0] < 0 < r["lift_ci"][1]
     assert paired({"a": 1}, {"b": 1}) == {"n": 0}
+
+
+def test_holm_matches_a_worked_example():
+    # Holm (1979) step-down: sorted p = .01, .02, .03, .04 over m = 4 tests ->
+    # .01*4 = .04, .02*3 = .06, .03*2 = .06 (monotone), .04*1 = .04 -> raised to .06
+    from driver.stats import holm
+
+    got = holm({"iter_1": 0.03, "iter_2": 0.01, "iter_3": 0.04, "iter_4": 0.02})
+    assert got == pytest.approx({"iter_2": 0.04, "iter_4": 0.06, "iter_1": 0.06, "iter_3": 0.06})
+    assert holm({"iter_1": 0.6, "iter_2": 0.7}) == {"iter_1": 1.0, "iter_2": 1.0}   # capped at 1

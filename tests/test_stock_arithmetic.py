@@ -112,3 +112,23 @@ def test_environment_splits():
     env = load_environment()
     assert len(env.get_dataset()) == 1000 and len(env.get_eval_dataset()) == 200
     assert len(load_environment(eval_split="validation").get_eval_dataset()) == 200
+
+
+def test_warm_start_corpus_is_fresh_and_plants_the_documented_share():
+    from stock_arithmetic import warm_start_corpus
+    from stock_arithmetic.warm_start import reaches_three_digits
+
+    held = {normalized_problem(r["info"]["problem"]) for rows in build_splits(0).values() for r in rows}
+    rows = warm_start_corpus(4000, seed=3, three_digit_share=0.05)
+    keys = [normalized_problem(r["info"]["problem"]) for r in rows]
+    assert not held & set(keys)                      # no problem of train, validation or test
+    share = sum(reaches_three_digits(r["info"]["problem"]) for r in rows) / len(rows)
+    assert 0.035 < share < 0.065                     # the planted weakness: rare, not absent
+    natural = warm_start_corpus(4000, seed=3)
+    assert sum(reaches_three_digits(r["info"]["problem"]) for r in natural) / 4000 > 0.12
+    # the train rows' register and a reference completion the hub verifier scores 1.0
+    r = rows[0]
+    assert r["prompt"][0]["role"] == "system" and "starts the day with" in r["prompt"][1]["content"]
+    from stock_arithmetic.verifier import score_response
+    assert score_response(r["info"]["reference_completion"], r["info"]["problem"]) == 1.0
+    assert warm_start_corpus(50, seed=3, three_digit_share=0.05) == rows[:50]   # seeded stream

@@ -125,24 +125,26 @@ def main(argv: list[str]) -> int:
                 (w / name).write_text(json.dumps({"step": step, "skill": skill}))
             (rdir / "checkpoints" / f"step_{step}" / "orchestrator").mkdir(parents=True, exist_ok=True)
             (rdir / "broadcasts" / f"step_{step}").mkdir(parents=True, exist_ok=True)
-    for e in [] if os.environ.get("DOUBLE_SKIP_EVAL") else eval_envs:
+    # every eval env's rows go into one file, each labelled with its env name, as prime-rl does
+    path = rdir / "rollouts" / f"step_{max_steps}" / "eval_rollouts.jsonl"
+    for k, e in enumerate([] if os.environ.get("DOUBLE_SKIP_EVAL") else eval_envs):
         rows = load_rows(e, "eval")[: int(e.get("num_examples", -1)) if int(e.get("num_examples", -1)) > 0 else None]
         if os.environ.get("DOUBLE_EVAL_ROWS"):
             rows = rows[:int(os.environ["DOUBLE_EVAL_ROWS"])]
-        path = rdir / "rollouts" / f"step_{max_steps}" / "eval_rollouts.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "w") as f:
+        with open(path, "w" if k == 0 else "a") as f:
             for r in rows:
-                ok = frac("eval", r.get("example_id"), e["id"]) < skill
+                ok = frac("eval", r.get("example_id"), e["id"], *([json.dumps(e["args"], sort_keys=True)] if e.get("args") else [])) < skill
                 f.write(json.dumps({
-                    "example_id": r.get("example_id"), "prompt": r.get("prompt"),
+                    "example_id": r.get("example_id"), "env_name": e.get("name") or e["id"],
+                    "prompt": r.get("prompt"),
                     "answer": r.get("answer"), "info": r.get("info"),
                     "completion": [{"role": "assistant", "content": "(double)"}],
                     "reward": float(ok), "metrics": {"is_correct": float(ok)},
                     "is_completed": True, "is_truncated": False}) + "\n")
-        if os.environ.get("DOUBLE_TORN_EVAL"):
-            text = path.read_text()
-            path.write_text(text[:len(text) - len(text.splitlines()[-1]) // 2 - 1])
+    if os.environ.get("DOUBLE_TORN_EVAL") and path.exists():
+        text = path.read_text()
+        path.write_text(text[:len(text) - len(text.splitlines()[-1]) // 2 - 1])
     print("RL training finished!")
     return 0
 

@@ -18,6 +18,8 @@ from driver.dialects import classic_schema
 from driver.errors import UsageError
 
 _STEP = re.compile(r"^step_(\d+)$")
+# the eval env name that marks selection-split rows in an eval file (evaluation.py splits on it)
+SELECTION_ENV = "hub-selection"
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Knobs:
 
 class ClassicDialect:
     name = "classic"
+    selection_env = SELECTION_ENV
 
     # ---- output layout -----------------------------------------------------------------------
     def rollouts_dir(self, out: Path) -> Path:
@@ -91,6 +94,17 @@ class ClassicDialect:
             block["args"] = hub["env_args"]
         return block
 
+    def eval_env_blocks(self, hub: dict, knobs: Knobs) -> list[dict]:
+        """The hub's eval split (what lifts are reported on) and, when the hub env has one, its
+        selection split under the name SELECTION_ENV (what the best iteration is chosen on)."""
+        blocks = [self.eval_env_block(hub, knobs)]
+        sel = hub.get("selection")
+        if sel:
+            blocks.append({"id": hub["env_id"], "name": SELECTION_ENV,
+                           "num_examples": min(knobs.eval_examples, sel["size"]),
+                           "rollouts_per_example": 1, "args": sel["args"]})
+        return blocks
+
     def render_base(self, hub: dict, knobs: Knobs) -> str:
         return resources.jinja().get_template("classic/base_rl.toml.j2").render(
             max_steps=knobs.steps_per_run, seq_len=knobs.seq_len, model=knobs.model,
@@ -101,7 +115,7 @@ class ClassicDialect:
     def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
         return resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
             max_steps=knobs.steps_per_run, eval_max_tokens=knobs.eval_max_tokens,
-            eval_env=self.eval_env_block(hub, knobs))
+            eval_envs=self.eval_env_blocks(hub, knobs))
 
     def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
                    train_envs: list[dict], resume_step: int | None) -> str:
@@ -116,7 +130,7 @@ class ClassicDialect:
             ckpt_interval=knobs.steps_per_run, resume_step=resume_step,
             batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
             train_max_tokens=knobs.train_max_tokens, train_envs=train_envs,
-            eval_max_tokens=knobs.eval_max_tokens, eval_env=self.eval_env_block(hub, knobs))
+            eval_max_tokens=knobs.eval_max_tokens, eval_envs=self.eval_env_blocks(hub, knobs))
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
         return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),

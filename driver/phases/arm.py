@@ -42,7 +42,11 @@ class Arm:
 
 
 def expected_eval_rows(ctx: Ctx) -> int:
-    return min(ctx.state.eval_examples, ctx.hub["eval_size"])
+    """Rows of the final eval file: the eval split's, plus the selection split's when the hub
+    env has one (both are evaluated in the same launch)."""
+    sel = ctx.hub.get("selection")
+    return min(ctx.state.eval_examples, ctx.hub["eval_size"]) + (
+        min(ctx.state.eval_examples, sel["size"]) if sel else 0)
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,7 +244,8 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         summary = read_json(summary_path)
     else:
         try:
-            summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final))
+            summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final),
+                                           selection_env=ctx.dialect.selection_env)
         except DriverError:
             # a missing or torn eval file cannot be repaired by reading it again: retire this
             # attempt (kept beside the next) so that resuming trains the arm afresh
@@ -288,6 +293,9 @@ def metrics_entry(summary: dict, **extra) -> dict:
     keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
             "checkpoint", "rows", "final_step", "train_diagnose")
     entry = {k: summary.get(k) for k in keep if k in summary}
+    if summary.get("selection"):
+        entry["selection_acc"] = summary["selection"]["eval_acc"]
+        entry["n_selection"] = summary["selection"]["n_eval"]
     entry.update(extra)
     return entry
 

@@ -1,7 +1,10 @@
-"""Phase 4: two control runs, after the budget, on their own time.
+"""Phase 4: three control runs, after the budget, on their own time.
 
 Run A replays the best dataset from iter_0's checkpoint (does the lift reproduce?). Run B trains
 from the base model on the hub env's train data plus the best dataset (does mixing beat either?).
+Run C trains from iter_0's checkpoint on as many rows as the best dataset, drawn without any
+targeting: the family generator's plain distribution where the env has one, else a resample of
+the hub's train rows (is it the teacher's analysis that helped, or any more RL on new rows?).
 A control that fails is recorded in run.json's phase4_errors and the run goes on.
 """
 from __future__ import annotations
@@ -16,7 +19,11 @@ from driver.errors import DriverError
 from driver.phases.arm import Arm, evaluate, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
-ARMS = {"run_a": "run_a_best_from_iter0", "run_b": "run_b_combined_from_base"}
+ARMS = {"run_a": "run_a_best_from_iter0", "run_b": "run_b_combined_from_base",
+        "run_c": "run_c_untargeted_from_iter0"}
+PURPOSES = {"run_a": "best dataset replayed from iter_0",
+            "run_b": "hub train data + best dataset, from the base model",
+            "run_c": "untargeted rows (as many as the best dataset) from iter_0"}
 
 
 def best_iteration(ctx: Ctx) -> dict | None:
@@ -24,10 +31,14 @@ def best_iteration(ctx: Ctx) -> dict | None:
              if m.get("iter", 0) >= 1 and m.get("eval_acc") is not None]
     if not iters:
         return None
-    best = max(iters, key=lambda m: (m["eval_acc"], -m["iter"]))  # ties: the earliest
+    # chosen on the selection split when the hub env has one, so that the eval split it is
+    # then reported on played no part in choosing it
+    best = max(iters, key=lambda m: (selection_score(m), -m["iter"]))  # ties: the earliest
     d = ctx.iter_dir(best["iter"])
     rel = d.relative_to(ctx.rd.path)  # paths relative to the run directory: it can move
     record = {"best_iter": best["iter"], "eval_acc": best["eval_acc"],
+              "chosen_on": "selection" if best.get("selection_acc") is not None else "eval",
+              "selection_acc": best.get("selection_acc"),
               "dataset": str(rel / "dataset.jsonl"),
               "env_dir": str(rel / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
               "rl_toml": str(rel / "rl.toml")}
@@ -35,6 +46,13 @@ def best_iteration(ctx: Ctx) -> dict | None:
     if not path.exists() or read_json(path) != record:
         atomic_write_json(path, record)
     return record
+
+
+def selection_score(entry: dict) -> float:
+    """What arms are compared on when choosing: the selection split's accuracy when the hub env
+    has one, else the eval split's (and the summary then says so)."""
+    sel = entry.get("selection_acc")
+    return sel if sel is not None else entry["eval_acc"]
 
 
 def _hub_train_block(ctx: Ctx) -> dict:
@@ -60,10 +78,17 @@ def run_control(ctx: Ctx, which: str) -> None:
     d = ctx.rd.path / ARMS[which]
     d.mkdir(parents=True, exist_ok=True)
     data = d / "dataset.jsonl"
-    if not data.exists():
-        shutil.copyfile(ctx.rd.path / best["dataset"], d / "dataset.jsonl.tmp")
-        (d / "dataset.jsonl.tmp").rename(data)
-    resume = ctx.state.iter_0_step if which == "run_a" else None
+    resume = None if which == "run_b" else ctx.state.iter_0_step
+    try:
+        if not data.exists():
+            if which == "run_c":
+                untargeted_rows(ctx, best, data)
+            else:
+                shutil.copyfile(ctx.rd.path / best["dataset"], d / "dataset.jsonl.tmp")
+                (d / "dataset.jsonl.tmp").rename(data)
+    except (DriverError, RuntimeError, ValueError) as e:
+        _record_failure(ctx, which, e)
+        return
     arm = Arm(which, d, resume_step=resume,
               package=envs.package_name(ctx.state.dataset, which, ctx.state.env_tag), dataset=data)
     try:
@@ -71,22 +96,54 @@ def run_control(ctx: Ctx, which: str) -> None:
         cfg = d / "rl.toml"
         if not cfg.exists():
             gen_block = ctx.dialect.train_env_block(arm.package, name=arm.package)
-            train_envs = [gen_block] if which == "run_a" else [_hub_train_block(ctx), gen_block]
-            purpose = ("best dataset replayed from iter_0" if which == "run_a"
-                       else "hub train data + best dataset, from the base model")
-            text = ctx.dialect.render_run(arm=which, purpose=purpose, hub=ctx.hub, knobs=ctx.knobs,
+            train_envs = [_hub_train_block(ctx), gen_block] if which == "run_b" else [gen_block]
+            text = ctx.dialect.render_run(arm=which, purpose=PURPOSES[which], hub=ctx.hub, knobs=ctx.knobs,
                                           train_envs=train_envs, resume_step=resume)
             ctx.dialect.check_rendered(text)
             atomic_write_text(cfg, text)
         train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=training.count_lines(data))
     except DriverError as e:
-        msg = f"{which}: {str(e).splitlines()[0]}"
-        if msg not in ctx.state.phase4_errors:
-            ctx.state.phase4_errors.append(msg)
-            ctx.save()
-        ctx.say(f"[{which}] failed, recorded in run.json phase4_errors: {msg}")
+        _record_failure(ctx, which, e)
         return
     ctx.rd.upsert_metric("controls", "run", metrics_entry(summary, run=which,
                                                            best_iter=best["best_iter"]))
     scratchpad.render(ctx)
+
+
+def _record_failure(ctx: Ctx, which: str, e: Exception) -> None:
+    msg = f"{which}: {str(e).splitlines()[0]}"
+    if msg not in ctx.state.phase4_errors:
+        ctx.state.phase4_errors.append(msg)
+        ctx.save()
+    ctx.say(f"[{which}] failed, recorded in run.json phase4_errors: {msg}")
+
+
+def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
+    """Control C's dataset: as many rows as the best iteration's, with nothing aimed at a
+    weakness. The family generator's `untargeted` (in the best iteration's surface style, so
+    wording is not what differs) where the env has one, else a seeded resample of the hub's
+    train rows. Written beside `dest` and renamed into place."""
+    import importlib
+    import json
+
+    from driver.teachers.builtin import FAMILIES, family_of
+
+    count = training.count_lines(ctx.rd.path / best["dataset"])
+    tmp = dest.with_name(dest.name + ".tmp")
+    fam_name = FAMILIES.get(family_of(ctx.hub))
+    fam = importlib.import_module(fam_name) if fam_name else None
+    if fam is not None and hasattr(fam, "untargeted"):
+        kwargs = {}
+        weakness = ctx.rd.path / Path(best["dataset"]).parent / "weakness.json"
+        style = json.loads(weakness.read_text()).get("style") if weakness.exists() else None
+        if style:
+            kwargs["style"] = style
+        fam.untargeted(count, out=str(tmp), seed=ctx.state.seed, **kwargs)
+        source = f"{fam_name}.untargeted" + (f" (style {style})" if style else "")
+    else:
+        envs.sample_train_rows(ctx.backend.python, ctx.hub["env_id"], ctx.hub.get("env_args"),
+                               count, f"run_c|{ctx.state.seed}", tmp)
+        source = "a resample of the hub env's train rows"
+    tmp.rename(dest)
+    ctx.say(f"[run_c] {count} untargeted rows from {source}")

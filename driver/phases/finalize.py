@@ -4,7 +4,7 @@ from __future__ import annotations
 from driver import scratchpad, stats
 from driver.context import Ctx
 from driver.evaluation import wilson_interval
-from driver.phases.controls import ARMS, best_iteration
+from driver.phases.controls import ARMS, best_iteration, selection_score
 from driver.state import now, read_json
 
 
@@ -28,7 +28,8 @@ def summary_rows(ctx: Ctx) -> list[dict]:
     base_correct = base.get("correct_by_example") or {}
     arms = [(f"iter_{it['iter']}", it) for it in sorted(m["iters"], key=lambda r: r["iter"])]
     arms += [(c["run"], c) for c in sorted(m["controls"], key=lambda r: r["run"])]
-    names = {"run_a": "run_a (best @iter0)", "run_b": "run_b (real+best @base)"}
+    names = {"run_a": "run_a (best @iter0)", "run_b": "run_b (real+best @base)",
+             "run_c": "run_c (untargeted @iter0)"}
     rows = []
     for name, entry in arms:
         s = arm_summary(ctx, name) or {}
@@ -37,6 +38,8 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                "rows": entry.get("rows"), "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
                "skipped": entry.get("skipped", False), "verdict": entry.get("verdict"),
                "lenient_acc": s.get("eval_lenient_acc"),
+               "selection_acc": entry.get("selection_acc"),
+               "n_selection": entry.get("n_selection"),
                "acc_by_population": s.get("acc_by_population"),
                "train_reward_by_step": s.get("train_reward_by_step") or {},
                "best": bool(best and name == f"iter_{best['best_iter']}")}
@@ -50,11 +53,21 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                     pop: stats.paired({k: v for k, v in base_correct.items() if pops.get(k) == pop},
                                       {k: v for k, v in s["correct_by_example"].items() if pops.get(k) == pop})
                     for pop in sorted(set(pops.values()))}
+        if name == "run_c" and best and s.get("correct_by_example"):
+            # the best iteration against untargeted rows: did the teacher's targeting matter?
+            b = arm_summary(ctx, f"iter_{best['best_iter']}") or {}
+            if b.get("correct_by_example"):
+                row["best_vs_run_c"] = stats.paired(s["correct_by_example"], b["correct_by_example"])
         rows.append(row)
-    scored = [r for r in rows if r["eval_acc"] is not None]
-    if scored:
-        top = max(scored, key=lambda r: r["eval_acc"])
-        top["recommended"] = True
+    compared = {r["arm"]: r["vs_iter0"]["p_value"] for r in rows
+                if r["arm"].startswith("iter_") and r.get("vs_iter0", {}).get("n")}
+    if compared and not any(r["selection_acc"] is not None for r in rows):
+        # no selection split: the best is chosen on the examples it is reported on
+        for name, p in stats.holm(compared).items():
+            next(r for r in rows if r["arm"] == name)["p_holm"] = p
+    scored = [(i, r) for i, r in enumerate(rows) if r["eval_acc"] is not None]
+    if scored:   # on the selection split where there is one; ties: the earliest arm
+        max(scored, key=lambda ir: (selection_score(ir[1]), -ir[0]))[1]["recommended"] = True
     return rows
 
 
@@ -62,10 +75,21 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
+def _lift(v: dict | None) -> tuple[str, str, str]:
+    if not v or not v.get("n"):
+        return "-", "-", "-"
+    return (f"{100 * v['lift']:+.1f} [{100 * v['lift_ci'][0]:+.1f}, {100 * v['lift_ci'][1]:+.1f}]",
+            f"{v['p_value']:.3g}", "yes" if v["significant"] else "no")
+
+
 def table(rows: list[dict]) -> str:
-    head = (f"{'run':<24}{'rows':>6} {'n':>5}  {'strict % [95% CI]':<20}{'lenient %':>9}  "
+    selection = any(r.get("selection_acc") is not None for r in rows)
+    holm = any("p_holm" in r for r in rows)
+    head = (f"{'run':<27}{'rows':>6} {'n':>5}  " + (f"{'val %':>6}  " if selection else "")
+            + f"{'strict % [95% CI]':<20}{'lenient %':>9}  "
             f"{'ID50 %':>6} {'OOD100 %':>8}  {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
-            f"{'sig 5%':<7}{'verdict':<10}ckpt")
+            + (f"{'Holm p':>7}  " if holm else "")
+            + f"{'sig 5%':<7}{'vs prev':<10}ckpt")
     lines = [head]
     for r in rows:
         if r["skipped"]:
@@ -76,20 +100,38 @@ def table(rows: list[dict]) -> str:
             ci = r.get("acc_ci")
             acc = f"{_pct(r['eval_acc'])}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
         pops = r.get("acc_by_population") or {}
-        v = r.get("vs_iter0")
-        if v and v.get("n"):
-            lift = f"{100 * v['lift']:+.1f} [{100 * v['lift_ci'][0]:+.1f}, {100 * v['lift_ci'][1]:+.1f}]"
-            p, sig = f"{v['p_value']:.3g}", "yes" if v["significant"] else "no"
-        else:
-            lift, p, sig = "-", "-", "-"
+        lift, p, sig = _lift(r.get("vs_iter0"))
+        if holm and "p_holm" in r:
+            sig = "yes" if r["p_holm"] < stats.ALPHA else "no"
+        holm_p = f"{r['p_holm']:.3g}" if "p_holm" in r else "-"
         mark = ("  <- BEST_ITER" if r["best"] else "") + ("  * recommended" if r.get("recommended") else "")
         lines.append(
-            f"{r['run']:<24}{str(r['rows'] if r['rows'] is not None else '-'):>6} "
-            f"{str(r.get('n') or '-'):>5}  {acc:<20}{_pct(r.get('lenient_acc')):>9}  "
+            f"{r['run']:<27}{str(r['rows'] if r['rows'] is not None else '-'):>6} "
+            f"{str(r.get('n') or '-'):>5}  "
+            + (f"{_pct(r.get('selection_acc')):>6}  " if selection else "")
+            + f"{acc:<20}{_pct(r.get('lenient_acc')):>9}  "
             f"{_pct(pops.get('ID50')):>6} {_pct(pops.get('OOD100')):>8}  {lift:<26}{p:>10}  "
-            f"{sig:<7}{(r.get('verdict') or '-'):<10}{r['ckpt'] or '-'}{mark}")
+            + (f"{holm_p:>7}  " if holm else "")
+            + f"{sig:<7}{(r.get('verdict') or '-'):<10}{r['ckpt'] or '-'}{mark}")
+    best = next((r for r in rows if r["best"]), None)
+    c = next((r for r in rows if r.get("best_vs_run_c")), None)
+    if best and c:
+        lift, p, sig = _lift(c["best_vs_run_c"])
+        lines.append(f"{best['arm']} (best) vs run_c (untargeted rows, same count and steps): "
+                     f"{lift}, McNemar p {p}, significant at 5%: {sig} (n = {c['best_vs_run_c']['n']})")
+    if selection:
+        n_sel = next((r["n_selection"] for r in rows if r.get("n_selection")), None)
+        lines.append(f"val %: the hub env's selection split (n = {n_sel}), on which the best "
+                     "iteration and the recommended checkpoint are chosen; every other column is the "
+                     "eval split, which played no part in choosing.")
+    else:
+        lines.append("The hub env has no selection split: the best iteration is chosen on the same "
+                     "examples its lift is reported on" + (
+                         "; Holm p adjusts each iteration's McNemar p for the number compared."
+                         if holm else "."))
     lines.append("strict: the env's reward; lenient: the right number in any format (a zero-weight "
-                 "metric). Lift: paired on the same eval examples; p: exact McNemar; CI: Newcombe.")
+                 "metric). Lift: paired on the same eval examples; p: exact McNemar; CI: Newcombe. "
+                 "vs prev: the seed's verdict against the previous iteration.")
     return "\n".join(lines)
 
 

@@ -59,7 +59,9 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, str]:
 
 
 def eval_accs(ctx: Ctx) -> dict:
-    return {f"iter_{m['iter']}": m["eval_acc"] for m in ctx.rd.load_metrics()["iters"]
+    # the teacher calibrates on the selection split where there is one, never on the split the
+    # lifts are reported on
+    return {f"iter_{m['iter']}": m.get("selection_acc", m["eval_acc"]) for m in ctx.rd.load_metrics()["iters"]
             if m.get("eval_acc") is not None}
 
 

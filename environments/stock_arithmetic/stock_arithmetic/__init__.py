@@ -82,3 +82,6 @@ def load_environment(seed: int = 0, eval_split: str = "test", num_train_examples
         rubric=rubric,
         **kwargs,
     )
+
+
+from .warm_start import warm_start_corpus  # noqa: E402,F401  (the embedded student's warm start)
