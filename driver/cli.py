@@ -31,11 +31,13 @@ pass/fail one is low: all-fail groups that only look live."""
 # a GPU node; the embedded trainer's fit the built-in tiny model on 2 CPU cores.
 BACKEND_DEFAULTS = {
     "prime_rl": {"model": "Qwen/Qwen3-0.6B", "batch_size": 512, "rollouts_per_example": 16,
-                 "steps_per_run": 100, "max_completion_tokens": 1024, "budget": 10 * 3600},
+                 "steps_per_run": 100, "max_completion_tokens": 1024, "temperature": 1.0,
+                 "lr": None, "budget": 10 * 3600},
     # the loop's budget is sized so that a whole default run, controls included, takes about
     # ten minutes on 2 CPU cores
     "local": {"model": "builtin:tiny-char-qwen2", "batch_size": 64, "rollouts_per_example": 4,
-              "steps_per_run": 30, "max_completion_tokens": 96, "budget": 5 * 60},
+              "steps_per_run": 30, "max_completion_tokens": 96, "temperature": 1.0,
+              "lr": None, "budget": 5 * 60},
 }
 
 
@@ -120,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-completion-tokens", type=positive_int,
                    help="train and eval completion limit, set explicitly in both (default by "
                         f"backend: {_defaults_help('max_completion_tokens')})")
+    r.add_argument("--temperature", type=float,
+                   help="train rollout sampling temperature, rendered into every arm's "
+                        "[orchestrator.train.sampling] (default by backend: "
+                        f"{_defaults_help('temperature')})")
+    r.add_argument("--lr", type=float,
+                   help="learning rate of every arm, rendered as [trainer.optim] lr (default by "
+                        f"backend: {_defaults_help('lr')}; None leaves the trainer's own default)")
     r.add_argument("--eval-examples", default=200, type=positive_int,
                    help="hub eval examples per evaluation (default: %(default)s)")
     r.add_argument("--init-from", help="a prior run directory to reuse as iter_0 (skips training it)")
@@ -272,6 +281,10 @@ def cmd_run(a) -> int:
                         model=a.llm_model, key_env=a.llm_key_env or DEFAULT_KEY_ENV[a.llm_api],
                         max_tokens=a.llm_max_tokens, price_in=a.llm_price_in,
                         price_out=a.llm_price_out)
+    if a.lr is not None and not 0 < a.lr < 1:
+        raise _usage(f"--lr {a.lr} must be in (0, 1)")
+    if not 0 < a.temperature <= 2:
+        raise _usage(f"--temperature {a.temperature} must be in (0, 2]")
     if a.probe_prompts < 0 or not 0 <= a.probe_min_live <= 1:
         raise _usage("--probe-prompts must be >= 0 and --probe-min-live within [0, 1]")
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
@@ -290,7 +303,7 @@ def cmd_run(a) -> int:
         start_ts=time.time(), budget_seconds=a.budget, max_iters=a.max_iters,
         batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
         steps_per_run=a.steps_per_run, eval_examples=a.eval_examples,
-        max_completion_tokens=a.max_completion_tokens, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
+        max_completion_tokens=a.max_completion_tokens, temperature=a.temperature, lr=a.lr, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
         backend=a.backend, teacher=a.teacher, seed=a.seed,
         prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
         teacher_retries=a.teacher_retries, llm=llm, probe_prompts=a.probe_prompts,

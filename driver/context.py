@@ -36,7 +36,7 @@ class Ctx:
         return Knobs(model=s.model, batch_size=s.batch_size,
                      rollouts_per_example=s.rollouts_per_example,
                      steps_per_run=s.steps_per_run, eval_examples=s.eval_examples,
-                     train_max_tokens=s.max_completion_tokens,
+                     train_max_tokens=s.max_completion_tokens, train_temperature=s.temperature, lr=s.lr,
                      eval_max_tokens=s.max_completion_tokens,
                      wandb_project=f"synthetic-self-improve-rl-{s.dataset}")
 

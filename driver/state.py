@@ -128,6 +128,8 @@ class RunState(BaseModel):
     steps_per_run: int = 100
     eval_examples: int = 200
     max_completion_tokens: int = 1024
+    temperature: float = 1.0          # train rollout sampling temperature (prime-rl's default 1.0)
+    lr: float | None = None           # [trainer.optim] lr of every arm; None: the trainer's default
     init_from: str | None = None
     backend: str
     teacher: str

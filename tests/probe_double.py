@@ -18,6 +18,7 @@ def main() -> int:
     for flag in ("--model", "--env-id", "--output"):
         p.add_argument(flag, required=True)
     p.add_argument("--env-args", default="{}")
+    p.add_argument("--temperature", type=float, default=1.0)
     for flag in ("--prompts", "--k", "--max-tokens", "--seed"):
         p.add_argument(flag, type=int, default=0)
     a = p.parse_args()

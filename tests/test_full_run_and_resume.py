@@ -36,6 +36,7 @@ KILL_POINTS = [
     "phase:run_a:start",
     "train:after-launch",          # run_a
     "phase:run_b:start",
+    "phase:run_c:start",
     "phase:finalize:start",
     "write:scratchpad.md",
 ]
@@ -120,7 +121,7 @@ def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path)
     assert outcome(run_dir) == outcome(ref_dir)
     # no arm was ever trained twice, although the driver died around every launch
     dirs = Counter(l["output_dir"] for l in launches(tmp_path))
-    assert len(dirs) == 5 and set(dirs.values()) == {1}, dirs
+    assert len(dirs) == 6 and set(dirs.values()) == {1}, dirs
 
 
 def test_external_sigkill_during_training_reattaches(tmp_path):

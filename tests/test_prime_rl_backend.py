@@ -3,6 +3,8 @@ composition, hostile names, refusals before launch, pre-staging, --init-from, po
 version detection."""
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import subprocess
 import sys
@@ -75,6 +77,7 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
         "max_steps": 100, "seq_len": 2048, "model.name": "Qwen/Qwen3-0.6B",
         "orchestrator.batch_size": 512, "orchestrator.rollouts_per_example": 16,
         "orchestrator.train.sampling.max_completion_tokens": 1024,
+        "orchestrator.train.sampling.temperature": 1.0,
         "orchestrator.train.env[0].id": "stock_arithmetic", "trainer": {}, "inference": {}}
     assert flat(cfgs["overlay"]) == {
         "ckpt.interval": 100, "orchestrator.eval.interval": 100,
@@ -85,6 +88,7 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
     common = {"seq_len": 2048, "model.name": "Qwen/Qwen3-0.6B", "ckpt.interval": 100,
               "orchestrator.batch_size": 512, "orchestrator.rollouts_per_example": 16,
               "orchestrator.train.sampling.max_completion_tokens": 1024,
+              "orchestrator.train.sampling.temperature": 1.0,
               "trainer": {}, "inference": {}, "wandb.project": "synthetic-self-improve-rl"}
     assert flat(cfgs["iter_3"]) == {
         **common, **EVAL, "max_steps": 200, "ckpt.resume_step": 100, "wandb.name": "iter_3",
@@ -102,6 +106,21 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
         "orchestrator.train.env[0].id": "stock_arithmetic", "orchestrator.train.env[0].name": "hub-train",
         "orchestrator.train.env[1].id": "stock_arithmetic_run_b",
         "orchestrator.train.env[1].name": "stock_arithmetic_run_b"}
+
+
+def test_a_hub_with_a_selection_split_is_evaluated_on_both_splits_in_one_launch():
+    hub = {**HUB, "selection": {"args": {"eval_split": "validation"}, "split": "validation", "size": 150}}
+    knobs = dataclasses.replace(KNOBS, train_temperature=0.5)
+    cfg = tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub=hub, knobs=knobs,
+                                     train_envs=[D.train_env_block("x_iter_1")], resume_step=100))
+    assert classic_schema.unknown_keys(cfg) == []
+    assert cfg["orchestrator"]["eval"]["env"] == [
+        {"id": "stock_arithmetic", "num_examples": 200, "rollouts_per_example": 1},
+        {"id": "stock_arithmetic", "name": D.selection_env, "num_examples": 150,
+         "rollouts_per_example": 1, "args": {"eval_split": "validation"}}]
+    assert cfg["orchestrator"]["train"]["sampling"]["temperature"] == 0.5
+    overlay = tomllib.loads(D.render_eval_overlay(hub, knobs))
+    assert [e.get("name") for e in overlay["orchestrator"]["eval"]["env"]] == [None, D.selection_env]
 
 
 def test_composition_of_base_overlay_and_flags_gives_the_intended_iter0(tmp_path):

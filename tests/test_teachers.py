@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,39 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
     brief2 = _brief(d2, "stock_arithmetic", rows)
     BuiltinTeacher().teach(brief2)
     assert json.loads((brief2.iter_dir / "weakness.json").read_text())["style"] == "stories"
+
+
+def test_builtin_teacher_aims_at_the_edge_of_competence_from_pass_rates(tmp_path):
+    """Pass rates come from every rollout of the last train steps (train_sample.jsonl), not
+    from the failures file; rows go where the student fails most but still sometimes solves,
+    and a probe rejection moves the aim the way its numbers point."""
+    from driver.teachers.builtin import BuiltinTeacher, difficulty_shift, edge_weight
+    from generators.stock_arithmetic import running
+
+    assert edge_weight(0.8) > edge_weight(0.5) > edge_weight(0.2)       # weakest first ...
+    assert edge_weight(0.99) < edge_weight(0.2)                          # ... unless never solved
+    assert edge_weight(0.5, -1) > edge_weight(0.9, -1)                   # easier: peak at 50%
+    assert edge_weight(0.99, +1) > edge_weight(0.8, +1)                  # harder: all the way up
+    brief = types.SimpleNamespace(last_probe={"passed": False, "none_solved": 30, "all_solved": 0})
+    assert difficulty_shift(brief) == -1
+    brief.last_probe = {"passed": False, "none_solved": 1, "all_solved": 20}
+    assert difficulty_shift(brief) == 1
+    brief.last_probe = None
+    assert difficulty_shift(brief) == 0
+
+    import verifiers as vf
+    train = list(vf.load_environment("stock_arithmetic").get_dataset())
+    # a constructed student: solves 15% of stories whose stock reaches 100, 70% of the rest
+    sample = [{"step": 30, "example_id": i, "info": r["info"],
+               "reward": float((i % 20) < (3 if max(running(r["info"]["problem"])) >= 100 else 14))}
+              for i, r in enumerate(train)]
+    failures = sorted(sample, key=lambda r: r["reward"])[:200]
+    b = _brief(tmp_path, "stock_arithmetic", failures)
+    (tmp_path / "train_sample.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sample))
+    BuiltinTeacher().teach(b)
+    w = json.loads((b.iter_dir / "weakness.json").read_text())
+    assert w["train_rollouts_read"] == len(sample) and w["difficulty_shift"] == 0
+    alloc = w["allocations"]
+    three = alloc["long running totals / large intermediate stock"] + \
+        alloc["carry-heavy deliveries / carry past one hundred"]
+    assert three > 0.5 * sum(alloc.values())      # most rows aim at the weak structure

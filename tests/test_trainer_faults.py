@@ -43,9 +43,9 @@ def test_a_hung_trainer_is_stopped_after_the_stall_timeout_and_retrained(tmp_pat
 
 
 @pytest.mark.parametrize("fault,needle", [
-    ({"DOUBLE_SKIP_EVAL": "1"}, "the eval file has 0/200 rows"),
-    ({"DOUBLE_EVAL_ROWS": "50"}, "the eval file has 50/200 rows"),
-    ({"DOUBLE_TORN_EVAL": "1"}, "line 200 is not JSON (partial write?)"),
+    ({"DOUBLE_SKIP_EVAL": "1"}, "the eval file has 0/400 rows"),
+    ({"DOUBLE_EVAL_ROWS": "50"}, "the eval file has 100/400 rows"),
+    ({"DOUBLE_TORN_EVAL": "1"}, "line 400 is not JSON (partial write?)"),
     ({"DOUBLE_SKIP_CHECKPOINT": "1"}, "its final checkpoint is missing"),
 ])
 def test_bad_trainer_output_is_a_recorded_failure_and_resume_retrains(tmp_path, runs, fault, needle):

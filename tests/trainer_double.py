@@ -98,10 +98,15 @@ def main(argv: list[str]) -> int:
         time.sleep(pause)
         rows = []
         n_prompts = batch // rpe
+        taken: set = set()
         for j in range(n_prompts):
             env_id = sorted(train_rows, key=content.get)[j % len(train_rows)]
             pool = train_rows[env_id]
-            ex = pool[int(frac(step, j, content[env_id]) * len(pool))]
+            i = int(frac(step, j, content[env_id]) * len(pool))
+            while (env_id, i) in taken and len(taken) < sum(map(len, train_rows.values())):
+                i = (i + 1) % len(pool)     # one group per example in a step, as prime-rl draws
+            taken.add((env_id, i))
+            ex = pool[i]
             for k in range(rpe):
                 ok = frac("train", step, j, k) < skill
                 rows.append({

@@ -33,6 +33,8 @@ class Knobs:
     seq_len: int = 2048
     train_max_tokens: int = 1024
     eval_max_tokens: int = 1024
+    train_temperature: float = 1.0
+    lr: float | None = None           # None: the trainer's own default
     wandb_project: str = "synthetic-self-improve-rl"
 
 
@@ -109,8 +111,8 @@ class ClassicDialect:
         return resources.jinja().get_template("classic/base_rl.toml.j2").render(
             max_steps=knobs.steps_per_run, seq_len=knobs.seq_len, model=knobs.model,
             batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
-            train_max_tokens=knobs.train_max_tokens,
-            train_env=self.train_env_block(hub["env_id"], hub.get("env_args")))
+            train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
+            lr=knobs.lr, train_env=self.train_env_block(hub["env_id"], hub.get("env_args")))
 
     def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
         return resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
@@ -129,7 +131,8 @@ class ClassicDialect:
             wandb_project=knobs.wandb_project, model=knobs.model,
             ckpt_interval=knobs.steps_per_run, resume_step=resume_step,
             batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
-            train_max_tokens=knobs.train_max_tokens, train_envs=train_envs,
+            train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
+            lr=knobs.lr, train_envs=train_envs,
             eval_max_tokens=knobs.eval_max_tokens, eval_envs=self.eval_env_blocks(hub, knobs))
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:

@@ -18,6 +18,7 @@ from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_en
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200
+SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the teacher pass rates
 
 
 def arm_for(ctx: Ctx, n: int) -> Arm:
@@ -40,12 +41,23 @@ def _source_iteration(ctx: Ctx, n: int) -> int:
 
 
 def write_failures(ctx: Ctx, n: int) -> tuple[Path, str]:
-    """Up to 200 lowest-reward rows of the latest train rollouts: the teacher's evidence."""
+    """The teacher's evidence, from the latest train rollouts: up to 200 lowest-reward rows in
+    full (failures.jsonl), and every rollout of the last SAMPLE_STEPS steps cut to its id,
+    info and reward (train_sample.jsonl), from which pass rates per structure are read."""
     k = _source_iteration(ctx, n)
     out = ctx.iter_dir(k) / "prime_out"
     step = ctx.dialect.latest_train_step(out)
     rows = sorted(ctx.dialect.train_rows(out, step), key=lambda r: float(r.get("reward", 0.0)))
     rows = rows[:MAX_FAILURE_ROWS]
+    sample = []
+    for s in [s for s in ctx.dialect.steps(ctx.dialect.rollouts_dir(out))
+              if ctx.dialect.train_file(out, s).exists()][-SAMPLE_STEPS:]:
+        sample += [{"step": s, **{k2: r.get(k2) for k2 in ("example_id", "info", "reward", "metrics",
+                                                          "is_truncated")}}
+                   for r in ctx.dialect.train_rows(out, s)]
+    sample_path = ctx.iter_dir(n) / "teacher_input" / "train_sample.jsonl"
+    sample_path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(sample_path, "".join(json.dumps(r) + "\n" for r in sample))
     path = ctx.iter_dir(n) / "teacher_input" / "failures.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -171,7 +183,8 @@ def probe(ctx: Ctx, n: int) -> str:
         out = d / "probe_rollouts.jsonl"
         args = [*cmd, "--model", str(model), "--env-id", arm.package, "--prompts",
                 str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
-                str(st.max_completion_tokens), "--seed", str(st.seed), "--output", str(out)]
+                str(st.max_completion_tokens), "--temperature", str(st.temperature),
+                "--seed", str(st.seed), "--output", str(out)]
         faults.point("probe:before-launch")
         with open(d / "probe.log", "w") as log:
             r = subprocess.run(args, cwd=ctx.backend.cwd, stdout=log, stderr=subprocess.STDOUT,

@@ -34,6 +34,15 @@ class Brief:
         with open(self.failures_path, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
 
+    def train_sample(self) -> list[dict]:
+        """Every rollout of the last train steps (id, info, reward): pass rates, not only the
+        failures. Beside failures.jsonl; an older run without it falls back to the failures."""
+        path = self.failures_path.with_name("train_sample.jsonl")
+        if not path.exists():
+            return self.failures()
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
 
 def outputs_present(iter_dir: Path) -> bool:
     return all((Path(iter_dir) / name).exists() for name in OUTPUTS)

@@ -94,6 +94,32 @@ def choose_style(brief: Brief, fam) -> str | None:
     return styles[0]
 
 
+NEVER_SOLVED = 0.97   # a structure failed this often is out of reach: no group would vary
+
+
+def difficulty_shift(brief: Brief) -> int:
+    """Which way the last rejected attempt points: -1 (easier) when the probe found groups the
+    student never solves dominating, +1 (harder) when it found always-solved groups
+    dominating, 0 otherwise or on a first attempt. The probe's numbers only."""
+    p = brief.last_probe
+    if not p or p.get("passed", True):
+        return 0
+    none, every = p.get("none_solved", 0), p.get("all_solved", 0)
+    return -1 if none > every else 1 if every > none else 0
+
+
+def edge_weight(fail_rate: float, shift: int = 0) -> float:
+    """How many rows a structure gets, from its train failure rate: the edge of competence.
+    Rows go where the student fails most *and still sometimes succeeds* (weight = fail rate
+    cubed); a structure it never solves keeps only the floor. After a probe rejection the aim
+    moves: easier (-1) peaks at a 50% failure rate, harder (+1) is the failure rate to the 6th."""
+    if fail_rate >= NEVER_SOLVED and shift <= 0:
+        return 1e-6
+    if shift < 0:
+        return fail_rate * (1 - fail_rate)
+    return fail_rate ** (6 if shift > 0 else 3)
+
+
 class BuiltinTeacher:
     name = "builtin"
 
@@ -118,13 +144,17 @@ class BuiltinTeacher:
         style = choose_style(brief, fam)
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
-        # failure rate of each bucket's structure among the rollouts read (+1 smoothing)
+        # failure rate of each bucket's structure over every rollout of the last train steps
+        # (+1 smoothing): the 200 lowest-reward rows alone would make every bucket look failed
+        sample = [(r, fam.structure_of(r.get("info") or {})) for r in brief.train_sample()]
+        sample = [(r, p) for r, p in sample if p is not None]
         severity, evidence = {}, {}
         for key, constraint in fam.BUCKETS.items():
-            hits = [r for _, r, p in probs if constraint(p)]
+            hits = [r for r, p in sample if constraint(p)]
             fails = sum(map(failed, hits))
             severity[key] = (fails + 1) / (len(hits) + 2)
             evidence[key] = fails
+        shift = difficulty_shift(brief)
         domains: dict = {}
         for (d, s), sev in severity.items():
             domains.setdefault(d, []).append((s, sev))
@@ -133,7 +163,7 @@ class BuiltinTeacher:
         def level(v):
             return "high" if v >= 0.6 else "med" if v >= 0.3 else "low"
 
-        alloc = allocate({f"{d} / {s}": v for (d, s), v in severity.items()})
+        alloc = allocate({f"{d} / {s}": edge_weight(v, shift) for (d, s), v in severity.items()})
         prev = brief.eval_accs.get(f"iter_{brief.iteration - 1}", brief.eval_accs.get("iter_0"))
         weakness = {
             "prev_eval_acc": prev,
@@ -149,6 +179,8 @@ class BuiltinTeacher:
                 fam.feature_definitions(style) if hasattr(fam, "feature_definitions")
                 else fam.FEATURE_DEFINITIONS).items()],
             "style": style,
+            "difficulty_shift": shift,
+            "train_rollouts_read": len(sample),
             "metrics_failed_vs_passed": metric_means(rows),
         }
         skeletons = [fam.skeleton(f"{brief.failures_step}_idx_{i}", r.get("info") or {})
