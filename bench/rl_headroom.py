@@ -78,6 +78,22 @@ def default_model() -> Path:
     return built[0]
 
 
+def resolve_model(name: str | None) -> Path:
+    """A model directory: the prebuilt student, a directory, or a recipe built (and cached) for
+    the stock_arithmetic env exactly as the driver's embedded trainer builds it, so the bench and
+    a `driver run --model RECIPE` share one cached student."""
+    if not name:
+        return default_model()
+    if not name.startswith("builtin:"):
+        return Path(name).resolve()
+    import verifiers as vf
+
+    from embedded_trainer import recipe
+
+    key = json.dumps({"args": {}, "id": "stock_arithmetic"}, sort_keys=True)
+    return recipe.materialize(name, vf.load_environment("stock_arithmetic"), key)
+
+
 def correct(rows: list[dict]) -> dict[str, int]:
     """example id -> 1/0 from the reward alone (no completion text is read)."""
     return {str(x["example_id"]): int(float(x["reward"]) >= 0.5) for x in rows}
@@ -126,11 +142,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64, help="rollouts per step (default 64)")
     ap.add_argument("--kl", type=float, default=0.0, help="KL to the student before RL (default 0)")
     ap.add_argument("--arms", default="hub,fresh,hard,fresh*3",
-                    help="comma-separated arms after the anchor: hub, fresh, hard, three_digit; "
-                    "kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
+                    help="comma-separated arms after the anchor: hub, fresh, hard, three_digit, "
+                    "plain, plain_three_digit; kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
     a = ap.parse_args()
-    model = a.model if a.model and a.model.startswith("builtin:") else \
-        Path(a.model or default_model()).resolve()
+    model = resolve_model(a.model)
     anchor_steps = a.anchor_steps or a.steps
     work = Path(tempfile.mkdtemp(prefix="rl-headroom-"))
     try:

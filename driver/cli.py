@@ -123,11 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train and eval completion limit, set explicitly in both (default by "
                         f"backend: {_defaults_help('max_completion_tokens')})")
     r.add_argument("--temperature", type=float,
-                   help="train rollout sampling temperature, rendered into every arm's "
-                        "[orchestrator.train.sampling] (default by backend: "
+                   help="train rollout sampling temperature in (0, 2], rendered into every arm's "
+                        "[orchestrator.train.sampling] and used by the probe (default by backend: "
                         f"{_defaults_help('temperature')})")
     r.add_argument("--lr", type=float,
-                   help="learning rate of every arm, rendered as [trainer.optim] lr (default by "
+                   help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (default by "
                         f"backend: {_defaults_help('lr')}; None leaves the trainer's own default)")
     r.add_argument("--eval-examples", default=200, type=positive_int,
                    help="hub eval examples per evaluation (default: %(default)s)")

@@ -48,11 +48,11 @@ for i in range(min(3, len(train))):
     row = train[i]
     samples.append({k: row[k] for k in ("question", "answer", "info") if k in row})
 # a selection split: the env's loader takes eval_split and has a validation split behind it
-# (its size is read, none of its rows)
+# (its size is read, none of its rows); argv[3] is the env's module (envs.module_name)
 selection = None
 try:
     import importlib, inspect
-    mod = importlib.import_module(env_id.split("/")[-1].split("@")[0].replace("-", "_"))
+    mod = importlib.import_module(sys.argv[3])
     if "eval_split" in inspect.signature(mod.load_environment).parameters and "eval_split" not in env_args:
         for split in ("validation", "val", "dev"):
             try:
@@ -184,7 +184,7 @@ def introspect_with_fingerprints(python: str, env_id: str,
     """hub_env.json's content, and the eval split's decontamination fingerprints (hashes
     only), from one load of the env."""
     ensure_installed(python, env_id)
-    r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {})])
+    r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {}), module_name(env_id)])
     payload = _marker_line(r.stdout, "@@HUB@@")
     if r.returncode != 0 or payload is None:
         tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])

@@ -87,6 +87,14 @@ def _summarize(views: list[dict]) -> dict:
     return summary
 
 
+def selection_score(entry: dict) -> float:
+    """What arms are compared on when choosing (the best iteration, the recommended checkpoint,
+    the accuracy a teacher calibrates on): the selection split's accuracy when the hub env has
+    one, else the eval split's (and the summary then says so)."""
+    sel = entry.get("selection_acc")
+    return sel if sel is not None else entry["eval_acc"]
+
+
 def verdict(acc: float, prev_acc: float | None, iter0_acc: float | None) -> str | None:
     """The seed's verdict: improved (Δ >= +0.01), flat, regressed (Δ <= -0.01), collapsed (a
     drop of more than half of iter_0's accuracy)."""

@@ -94,8 +94,9 @@ def write(ctx: Ctx) -> Path:
             u = it["teacher_usage"]
             extra.append(f"teacher {u['calls']} calls, {u['input_tokens']}+{u['output_tokens']} tokens"
                          + (f", ${u['cost_usd']}" if u.get("cost_usd") is not None else ""))
-        acc = it.get("eval_acc")
+        acc, sel = it.get("eval_acc"), it.get("selection_acc")
         lines.append(f"- iter_{it['iter']}: eval {'-' if acc is None else f'{acc:.4f}'}, "
+                     + (f"selection {sel:.4f}, " if sel is not None else "") +
                      f"rows {it.get('rows') or '-'}" + ("; " + "; ".join(extra) if extra else ""))
     lines += ["", "Numbers only: this report is built from metrics.json and eval_summary.json; "
               "eval rollouts are read by the numeric aggregator alone.", ""]

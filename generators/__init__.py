@@ -6,4 +6,16 @@ template's reference reasoning with the hub env's own rubric before anything is 
 """
 from generators.core import RowWriter, clone_key, cold_read, round_trip, seeded_rng
 
-__all__ = ["RowWriter", "clone_key", "cold_read", "round_trip", "seeded_rng"]
+__all__ = ["FAMILIES", "RowWriter", "clone_key", "cold_read", "family_of", "round_trip",
+           "seeded_rng"]
+
+# hub env module -> its family generator (a module with BUCKETS, FEATURE_DEFINITIONS,
+# structure_of, skeleton, DATA_PLAN and generate; and `untargeted`, control C's rows, where it
+# has a plain distribution to draw from)
+FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
+            "model_router": "generators.model_router"}
+
+
+def family_of(hub: dict) -> str:
+    """The hub env's module name, the key of FAMILIES."""
+    return hub.get("env_id", "").split("/")[-1].replace("-", "_")

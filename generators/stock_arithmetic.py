@@ -290,15 +290,15 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     return writer.rows
 
 
-def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0, style: str = "plain",
-               prior: list[str] = ()) -> list[dict]:
+def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0,
+               style: str = "plain") -> list[dict]:
     """Control C's rows: `count` problems from the family's plain distribution (the train
     split's operand range, no bucket constraint, no skeleton of a failure), worded in `style`.
     Same row schema as `generate`, so the same env wrapper trains on them; nothing in them is
     aimed at a weakness."""
     rng = random.Random(f"untargeted|{seed}")
     writer = RowWriter(out)
-    seen: set = prior_clone_keys(prior)
+    seen: set = set()
     attempts = 0
     while len(writer.rows) < count:
         attempts += 1

@@ -22,6 +22,7 @@ def main() -> int:
     for flag in ("--prompts", "--k", "--max-tokens", "--seed"):
         p.add_argument(flag, type=int, default=0)
     a = p.parse_args()
+    print(f"probe double: {a.prompts} prompts x {a.k} at temperature {a.temperature}")
     if not Path(a.model).is_dir():
         print(f"error: model directory {a.model} does not exist", file=sys.stderr)
         return 1

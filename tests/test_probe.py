@@ -40,9 +40,11 @@ def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries
 
 def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs):
     env = driver_env(tmp_path, DRIVER_PROBE_COMMAND=PROBE)
-    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), *FAST], env)
+    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), "--temperature", "0.7", *FAST], env)
     assert r.returncode == 0, r.stderr[-3000:]
     rd = run_dir_from(r.stdout)
+    # the probe samples at the temperature the arms train at
+    assert "at temperature 0.7" in (rd / "iter_1" / "probe.log").read_text()
     it1 = next(i for i in json.loads((rd / "metrics.json").read_text())["iters"] if i["iter"] == 1)
     p = it1["probe"]
     assert p["passed"] is True and p["prompts"] == 32 and p["k"] == 16

@@ -69,8 +69,12 @@ class ClassicDialect:
         return sorted(int(m.group(1)) for p in Path(directory).iterdir()
                       if (m := _STEP.match(p.name)))
 
+    def train_steps(self, out: Path) -> list[int]:
+        """The steps whose train rollouts are on disk, in order."""
+        return [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
+
     def latest_train_step(self, out: Path) -> int | None:
-        steps = [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
+        steps = self.train_steps(out)
         return steps[-1] if steps else None
 
     def train_rows(self, out: Path, step: int) -> Iterator[dict]:

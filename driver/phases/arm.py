@@ -42,11 +42,10 @@ class Arm:
 
 
 def expected_eval_rows(ctx: Ctx) -> int:
-    """Rows of the final eval file: the eval split's, plus the selection split's when the hub
-    env has one (both are evaluated in the same launch)."""
-    sel = ctx.hub.get("selection")
-    return min(ctx.state.eval_examples, ctx.hub["eval_size"]) + (
-        min(ctx.state.eval_examples, sel["size"]) if sel else 0)
+    """Rows of the final eval file: every eval env block the configs carry (the eval split, and
+    the selection split when the hub env has one), as the dialect renders them."""
+    return sum(b["num_examples"] * b["rollouts_per_example"]
+               for b in ctx.dialect.eval_env_blocks(ctx.hub, ctx.knobs))
 
 
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 from driver import envs, scratchpad, training
 from driver.context import Ctx
 from driver.errors import DriverError
+from driver.evaluation import selection_score
 from driver.phases.arm import Arm, evaluate, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
@@ -46,13 +47,6 @@ def best_iteration(ctx: Ctx) -> dict | None:
     if not path.exists() or read_json(path) != record:
         atomic_write_json(path, record)
     return record
-
-
-def selection_score(entry: dict) -> float:
-    """What arms are compared on when choosing: the selection split's accuracy when the hub env
-    has one, else the eval split's (and the summary then says so)."""
-    sel = entry.get("selection_acc")
-    return sel if sel is not None else entry["eval_acc"]
 
 
 def _hub_train_block(ctx: Ctx) -> dict:
@@ -123,27 +117,23 @@ def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
     """Control C's dataset: as many rows as the best iteration's, with nothing aimed at a
     weakness. The family generator's `untargeted` (in the best iteration's surface style, so
     wording is not what differs) where the env has one, else a seeded resample of the hub's
-    train rows. Written beside `dest` and renamed into place."""
+    train rows."""
     import importlib
-    import json
 
-    from driver.teachers.builtin import FAMILIES, family_of
+    from generators import FAMILIES, family_of
 
     count = training.count_lines(ctx.rd.path / best["dataset"])
-    tmp = dest.with_name(dest.name + ".tmp")
     fam_name = FAMILIES.get(family_of(ctx.hub))
     fam = importlib.import_module(fam_name) if fam_name else None
     if fam is not None and hasattr(fam, "untargeted"):
-        kwargs = {}
         weakness = ctx.rd.path / Path(best["dataset"]).parent / "weakness.json"
-        style = json.loads(weakness.read_text()).get("style") if weakness.exists() else None
-        if style:
-            kwargs["style"] = style
-        fam.untargeted(count, out=str(tmp), seed=ctx.state.seed, **kwargs)
+        style = read_json(weakness).get("style") if weakness.exists() else None
+        # both writers write beside `dest` and rename into place
+        fam.untargeted(count, out=str(dest), seed=ctx.state.seed,
+                       **({"style": style} if style else {}))
         source = f"{fam_name}.untargeted" + (f" (style {style})" if style else "")
     else:
         envs.sample_train_rows(ctx.backend.python, ctx.hub["env_id"], ctx.hub.get("env_args"),
-                               count, f"run_c|{ctx.state.seed}", tmp)
+                               count, f"run_c|{ctx.state.seed}", dest)
         source = "a resample of the hub env's train rows"
-    tmp.rename(dest)
     ctx.say(f"[run_c] {count} untargeted rows from {source}")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from driver import scratchpad, stats
 from driver.context import Ctx
-from driver.evaluation import wilson_interval
-from driver.phases.controls import ARMS, best_iteration, selection_score
+from driver.evaluation import selection_score, wilson_interval
+from driver.phases.controls import ARMS, best_iteration
 from driver.state import now, read_json
 
 
@@ -24,15 +24,16 @@ def summary_rows(ctx: Ctx) -> list[dict]:
     the paired comparison with iter_0 (lift, its 95% interval, exact McNemar p)."""
     m = ctx.rd.load_metrics()
     best = best_iteration(ctx)
-    base = arm_summary(ctx, "iter_0") or {}
-    base_correct = base.get("correct_by_example") or {}
     arms = [(f"iter_{it['iter']}", it) for it in sorted(m["iters"], key=lambda r: r["iter"])]
     arms += [(c["run"], c) for c in sorted(m["controls"], key=lambda r: r["run"])]
+    summaries = {name: arm_summary(ctx, name) or {} for name, _ in arms}   # each read once
+    base_correct = summaries.get("iter_0", {}).get("correct_by_example") or {}
+    best_correct = summaries.get(f"iter_{best['best_iter']}", {}).get("correct_by_example") if best else None
     names = {"run_a": "run_a (best @iter0)", "run_b": "run_b (real+best @base)",
              "run_c": "run_c (untargeted @iter0)"}
     rows = []
     for name, entry in arms:
-        s = arm_summary(ctx, name) or {}
+        s = summaries[name]
         acc, n = entry.get("eval_acc"), s.get("n_eval") or entry.get("n_eval")
         row = {"run": names.get(name, name + (" (real)" if name == "iter_0" else "")), "arm": name,
                "rows": entry.get("rows"), "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
@@ -53,11 +54,9 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                     pop: stats.paired({k: v for k, v in base_correct.items() if pops.get(k) == pop},
                                       {k: v for k, v in s["correct_by_example"].items() if pops.get(k) == pop})
                     for pop in sorted(set(pops.values()))}
-        if name == "run_c" and best and s.get("correct_by_example"):
+        if name == "run_c" and best_correct and s.get("correct_by_example"):
             # the best iteration against untargeted rows: did the teacher's targeting matter?
-            b = arm_summary(ctx, f"iter_{best['best_iter']}") or {}
-            if b.get("correct_by_example"):
-                row["best_vs_run_c"] = stats.paired(s["correct_by_example"], b["correct_by_example"])
+            row["best_vs_run_c"] = stats.paired(s["correct_by_example"], best_correct)
         rows.append(row)
     compared = {r["arm"]: r["vs_iter0"]["p_value"] for r in rows
                 if r["arm"].startswith("iter_") and r.get("vs_iter0", {}).get("n")}

@@ -40,40 +40,36 @@ def _source_iteration(ctx: Ctx, n: int) -> int:
     raise DriverError("no train rollouts found in any earlier iteration")
 
 
-def write_failures(ctx: Ctx, n: int) -> tuple[Path, str]:
-    """The teacher's evidence, from the latest train rollouts: up to 200 lowest-reward rows in
-    full (failures.jsonl), and every rollout of the last SAMPLE_STEPS steps cut to its id,
-    info and reward (train_sample.jsonl), from which pass rates per structure are read."""
+FAILURE_KEYS = ("example_id", "prompt", "completion", "answer", "info", "reward", "metrics",
+                "is_truncated")
+SAMPLE_KEYS = ("example_id", "info", "reward", "metrics", "is_truncated")
+
+
+def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
+    """The teacher's evidence, from the latest train rollouts, each step's file read once:
+    every rollout of the last SAMPLE_STEPS steps cut to its step, id, info and reward
+    (train_sample.jsonl, for pass rates per structure), and the latest step's up to 200
+    lowest-reward rows in full (failures.jsonl)."""
     k = _source_iteration(ctx, n)
     out = ctx.iter_dir(k) / "prime_out"
-    step = ctx.dialect.latest_train_step(out)
-    rows = sorted(ctx.dialect.train_rows(out, step), key=lambda r: float(r.get("reward", 0.0)))
-    rows = rows[:MAX_FAILURE_ROWS]
-    sample = []
-    for s in [s for s in ctx.dialect.steps(ctx.dialect.rollouts_dir(out))
-              if ctx.dialect.train_file(out, s).exists()][-SAMPLE_STEPS:]:
-        sample += [{"step": s, **{k2: r.get(k2) for k2 in ("example_id", "info", "reward", "metrics",
-                                                          "is_truncated")}}
-                   for r in ctx.dialect.train_rows(out, s)]
-    sample_path = ctx.iter_dir(n) / "teacher_input" / "train_sample.jsonl"
-    sample_path.parent.mkdir(parents=True, exist_ok=True)
+    steps = ctx.dialect.train_steps(out)[-SAMPLE_STEPS:]
+    sample, latest = [], []
+    for s in steps:
+        latest = list(ctx.dialect.train_rows(out, s))
+        sample += [{"step": s, **{key: r.get(key) for key in SAMPLE_KEYS}} for r in latest]
+    rows = sorted(latest, key=lambda r: float(r.get("reward", 0.0)))[:MAX_FAILURE_ROWS]
+    folder = ctx.iter_dir(n) / "teacher_input"
+    sample_path, failures_path = folder / "train_sample.jsonl", folder / "failures.jsonl"
     atomic_write_text(sample_path, "".join(json.dumps(r) + "\n" for r in sample))
-    path = ctx.iter_dir(n) / "teacher_input" / "failures.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            keep = {k2: r.get(k2) for k2 in ("example_id", "prompt", "completion", "answer",
-                                             "info", "reward", "metrics", "is_truncated")}
-            f.write(json.dumps(keep) + "\n")
-    tmp.replace(path)
-    return path, f"train_step_{step}"
+    atomic_write_text(failures_path, "".join(
+        json.dumps({key: r.get(key) for key in FAILURE_KEYS}) + "\n" for r in rows))
+    return failures_path, sample_path, f"train_step_{steps[-1]}"
 
 
 def eval_accs(ctx: Ctx) -> dict:
     # the teacher calibrates on the selection split where there is one, never on the split the
     # lifts are reported on
-    return {f"iter_{m['iter']}": m.get("selection_acc", m["eval_acc"]) for m in ctx.rd.load_metrics()["iters"]
+    return {f"iter_{m['iter']}": evaluation.selection_score(m) for m in ctx.rd.load_metrics()["iters"]
             if m.get("eval_acc") is not None}
 
 
@@ -82,7 +78,7 @@ def weakness(ctx: Ctx, n: int) -> None:
     d.mkdir(parents=True, exist_ok=True)
     if teachers.outputs_present(d):
         return
-    failures, step = write_failures(ctx, n)
+    failures, sample, step = write_failures(ctx, n)
     # the last rejection: its reasons (the gate's lines or the probe's verdict) and, when the
     # probe rejected it, the probe's numbers (its record is set aside with the attempt)
     attempts = read_json(d / "attempts.json") if (d / "attempts.json").exists() else {}
@@ -90,6 +86,8 @@ def weakness(ctx: Ctx, n: int) -> None:
     brief = teachers.Brief(
         run_dir=ctx.rd.path, iter_dir=d, iteration=n, hub=ctx.hub, failures_path=failures,
         failures_step=step, eval_accs=eval_accs(ctx),
+        accs_split="selection" if ctx.hub.get("selection") else "eval",
+        train_sample_path=sample,
         prior_reports=[ctx.iter_dir(k) / "weakness_report.md" for k in range(1, n)
                        if (ctx.iter_dir(k) / "weakness_report.md").exists()],
         last_gate=attempts.get("last_failures", []),

@@ -1,8 +1,9 @@
 """Teachers: who writes the weakness report and the generator.
 
 One contract. For iteration N a teacher gets a `Brief` (the run directory, the iteration
-directory, hub_env.json, up to 200 lowest-reward *train* rollout rows, prior reports, eval
-accuracies as numbers, the gate's last verdict) and leaves in the iteration directory:
+directory, hub_env.json, up to 200 lowest-reward *train* rollout rows, every rollout of the last
+train steps cut to its id, info and reward, prior reports, accuracies as numbers, the gate's
+last verdict) and leaves in the iteration directory:
 `weakness_report.md`, `weakness.json`, `gen_dataset.py` and `scratchpad_entry.md`.
 Nothing a teacher receives comes from an eval rollout row.
 """
@@ -24,6 +25,8 @@ class Brief:
     failures_path: Path           # JSONL of train rollout rows, lowest reward first
     failures_step: str            # "train_step_<S>" of the rollouts read
     eval_accs: dict               # {"iter_0": 0.41, ...}: numbers only
+    accs_split: str = "eval"      # the split eval_accs were measured on ("selection" where one exists)
+    train_sample_path: Path | None = None  # JSONL: every rollout of the last train steps, cut
     prior_reports: list[Path] = field(default_factory=list)
     last_gate: list[str] = field(default_factory=list)
     last_probe: dict | None = None  # probe.json of the last attempt, when the probe rejected it
@@ -36,11 +39,10 @@ class Brief:
 
     def train_sample(self) -> list[dict]:
         """Every rollout of the last train steps (id, info, reward): pass rates, not only the
-        failures. Beside failures.jsonl; an older run without it falls back to the failures."""
-        path = self.failures_path.with_name("train_sample.jsonl")
-        if not path.exists():
+        failures. A brief built without one (by hand, in a test) has only the failures."""
+        if self.train_sample_path is None:
             return self.failures()
-        with open(path, encoding="utf-8") as f:
+        with open(self.train_sample_path, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
 
 

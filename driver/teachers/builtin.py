@@ -13,6 +13,7 @@ import statistics
 from driver.errors import DriverError
 from driver.state import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, outputs_present
+from generators import FAMILIES, family_of
 
 TARGET_ROWS = 600
 
@@ -61,16 +62,6 @@ def allocate(severities: dict[str, float], total: int = TARGET_ROWS, floor: floa
     biggest = max(alloc, key=alloc.get)
     alloc[biggest] += total - sum(alloc.values())
     return alloc
-
-
-# hub env module -> its family generator (a module with BUCKETS, FEATURE_DEFINITIONS,
-# structure_of, skeleton, DATA_PLAN and generate)
-FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
-            "model_router": "generators.model_router"}
-
-
-def family_of(hub: dict) -> str:
-    return hub.get("env_id", "").split("/")[-1].replace("-", "_")
 
 
 def failed(row: dict) -> bool:

@@ -2,8 +2,9 @@
 train rows' register, each with its worked reference completion (what the embedded trainer's
 tiny student learns to read and compute from, before any RL).
 
-No problem of any hub split (train, validation, test), nor a permutation of one, is ever
-emitted: the keys of all three splits are excluded after normalisation.
+No problem of any hub split (train, validation, test) of the env built with `env_seed` (the
+default env is seed 0), nor a permutation of one, is ever emitted: the keys of all three splits
+are excluded after normalisation.
 
 The corpus can plant a documented weakness: `three_digit_share` is the share of problems whose
 running stock reaches 100 or more (about 16% of the train split's problems do; 0.05 makes them
@@ -24,13 +25,13 @@ def reaches_three_digits(problem: dict) -> bool:
 
 
 def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0,
-                      wide_share: float = 0.0) -> list[dict]:
+                      wide_share: float = 0.0, env_seed: int = 0) -> list[dict]:
     """`count` rows shaped like the hub's train rows (prompt, answer, info with a
     reference_completion), drawn fresh from `seed`. A negative `three_digit_share` keeps the
     natural share."""
     from . import SYSTEM_PROMPT
 
-    held = {normalized_problem(r["info"]["problem"]) for rows in build_splits(0).values()
+    held = {normalized_problem(r["info"]["problem"]) for rows in build_splits(int(env_seed)).values()
             for r in rows}
     rng, text_rng = random.Random(f"warm-start|{seed}"), random.Random(f"warm-text|{seed}")
     out: list[dict] = []
