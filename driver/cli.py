@@ -11,6 +11,7 @@ import sys
 import time
 
 from driver import teachers
+from driver.gates import rules
 
 EXIT_CODES = """exit codes:
   0  finished (or, for read commands, success)
@@ -81,12 +82,45 @@ def positive_int(text: str) -> int:
     return v
 
 
+def json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"difficulty\": \"hard\"}'")
+    return value
+
+
 def plain_name(text: str) -> str:
     """Model names and hub ids: printable, one line. They are TOML-encoded, never pasted."""
     if not text or any(ord(c) < 32 or ord(c) == 127 for c in text) or len(text) > 300:
         raise argparse.ArgumentTypeError(
             f"{text!r}: must be one printable line (no newlines or control characters)")
     return text
+
+
+def _teacher_flags(p, default: str | None) -> None:
+    """--teacher and its --llm-* settings, for `run` and for `resume` (which may switch)."""
+    p.add_argument("--teacher", default=default, choices=list(teachers.NAMES),
+                   help="who writes weakness reports and generators: builtin (no LLM; needs a "
+                        "family generator for the env), agent (stops with exit 3 and a "
+                        "TEACHER.md brief for a coding agent), llm (an API; see --llm-*) "
+                        + ("(default: %(default)s)" if default else
+                           "(default: the run's own; the new teacher takes over from the next "
+                           "brief it has to write)"))
+    p.add_argument("--llm-api", default="openai", choices=["openai", "anthropic"],
+                   help="LLM teacher protocol: an OpenAI-compatible /chat/completions endpoint or "
+                        "Anthropic's /v1/messages (default: %(default)s)")
+    p.add_argument("--llm-base-url", help="LLM teacher endpoint (default: https://api.openai.com/v1 "
+                                          "or https://api.anthropic.com)")
+    p.add_argument("--llm-model", type=plain_name, help="LLM teacher model name (required with --teacher llm)")
+    p.add_argument("--llm-key-env", help="environment variable holding the API key; the key is "
+                                         "never written to disk (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)")
+    p.add_argument("--llm-max-tokens", default=16000, type=positive_int,
+                   help="reply token limit per call (default: %(default)s)")
+    p.add_argument("--llm-price-in", type=float, help="USD per million input tokens, for cost in metrics.json")
+    p.add_argument("--llm-price-out", type=float, help="USD per million output tokens")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -138,24 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "[embedded] extra) (default: prime_rl when a checkout is set with "
                         "--prime-rl-dir or PRIME_RL_DIR, else local)")
     r.add_argument("--prime-rl-dir", help="prime-rl checkout (or set PRIME_RL_DIR)")
-    r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: rendered from templates)")
-    r.add_argument("--teacher", default="builtin", choices=list(teachers.NAMES),
-                   help="who writes weakness reports and generators: builtin (no LLM; needs a "
-                        "family generator for the env), agent (stops with exit 3 and a "
-                        "TEACHER.md brief for a coding agent), llm (an API; see --llm-*) "
-                        "(default: %(default)s)")
-    r.add_argument("--llm-api", default="openai", choices=["openai", "anthropic"],
-                   help="LLM teacher protocol: an OpenAI-compatible /chat/completions endpoint or "
-                        "Anthropic's /v1/messages (default: %(default)s)")
-    r.add_argument("--llm-base-url", help="LLM teacher endpoint (default: https://api.openai.com/v1 "
-                                          "or https://api.anthropic.com)")
-    r.add_argument("--llm-model", type=plain_name, help="LLM teacher model name (required with --teacher llm)")
-    r.add_argument("--llm-key-env", help="environment variable holding the API key; the key is "
-                                         "never written to disk (default: OPENAI_API_KEY or ANTHROPIC_API_KEY)")
-    r.add_argument("--llm-max-tokens", default=16000, type=positive_int,
-                   help="reply token limit per call (default: %(default)s)")
-    r.add_argument("--llm-price-in", type=float, help="USD per million input tokens, for cost in metrics.json")
-    r.add_argument("--llm-price-out", type=float, help="USD per million output tokens")
+    r.add_argument("--base-config", help="canonical iter_0 rl.toml (default: the prime-rl checkout's "
+                                         "configs/<env>/rl.toml when there is one, else rendered "
+                                         "from templates)")
+    r.add_argument("--env-args", type=json_object, default={},
+                   help="JSON object of load_environment arguments for the hub env; every hub "
+                        "env block (iter_0's train env, every eval, run B's real data) gets them "
+                        "(default: {})")
+    _teacher_flags(r, default="builtin")
     r.add_argument("--teacher-retries", default=3, type=positive_int,
                    help="gate failures before an iteration is skipped (default: %(default)s)")
     r.add_argument("--stall-timeout", default="30m", type=parse_budget,
@@ -174,25 +198,48 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("resume", help="continue a run directory where it stopped", epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("run_dir")
+    _teacher_flags(s, default=None)
 
     st = sub.add_parser("status", help="where a run is: phase, iteration, budget, accuracies",
                         epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     st.add_argument("run_dir")
     st.add_argument("--json", action="store_true", help="machine-readable output")
 
+    cw = sub.add_parser(
+        "compact-warning", help="record in run.json that a context compaction lost something",
+        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="For a coding agent acting as teacher: when compacting its context failed "
+                    "or dropped something it needed, it records one line here (stamped with the "
+                    "time and iteration) so the report and `driver status` show it. Run it while "
+                    "no driver is running on RUN_DIR (between `driver run`/`resume` calls).")
+    cw.add_argument("run_dir")
+    cw.add_argument("message", help="what was lost or could not be compacted")
+    cw.add_argument("--json", action="store_true")
+
     i = sub.add_parser("introspect", help="describe a hub env's stack (writes nothing)",
                        epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     i.add_argument("env")
     i.add_argument("--python", help="interpreter that loads the env (default: this one)")
+    i.add_argument("--env-args", type=json_object, default={},
+                   help="JSON object of load_environment arguments (default: {})")
     i.add_argument("--json", action="store_true", help="print hub_env.json's content")
 
     v = sub.add_parser("validate", help="run the dataset gate; exit 0 only if every line is True",
-                       epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog="row schema (one JSON object per line):\n" + rules.schema_markdown()
+                       + "\n\ngate lines (each must be True):\n" + rules.lines_markdown()
+                       + "\n\n" + EXIT_CODES,
+                       description="Every line of the gate, True or False; a False line names "
+                                   "the field it read, every failing bucket and up to five row "
+                                   "line numbers. Inside a run directory (or with --env) the "
+                                   "hub env's rubric scores each row's info.reasoning and the "
+                                   "eval split's fingerprints are compared.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("dataset")
     v.add_argument("--weakness", required=True, help="the iteration's weakness.json")
     v.add_argument("--prior", action="append", default=[], help="a prior iteration's dataset (repeatable)")
-    v.add_argument("--env", help="hub env id for blind decontamination against its eval split "
-                                 "(default: the run directory's hub env when DATASET is inside one)")
+    v.add_argument("--env", help="hub env id whose rubric scores each row's reasoning and whose "
+                                 "eval split the rows are blindly decontaminated against (default: "
+                                 "the run directory's hub env when DATASET is inside one)")
     v.add_argument("--json", action="store_true")
 
     rp = sub.add_parser("report", help="write report.md and PNG plots for a run directory",
@@ -268,19 +315,17 @@ def cmd_run(a) -> int:
     if a.batch_size // a.rollouts_per_example < 16:
         raise _usage(f"--batch-size {a.batch_size} gives {a.batch_size // a.rollouts_per_example} "
                      "unique prompts per step; GRPO needs at least 16")
-    if a.init_from and not Path(a.init_from).is_dir():
-        raise _usage(f"--init-from {a.init_from} is not a directory")
-    llm = None
-    if a.teacher == "llm":
-        from driver.state import LLMConfig
-        from driver.teachers.llm import DEFAULT_BASE_URL, DEFAULT_KEY_ENV
+    if a.init_from:
+        from driver import dialects
+        from driver.phases.setup import init_from_problems
 
-        if not a.llm_model:
-            raise _usage("--teacher llm needs --llm-model (and --llm-base-url for a non-default endpoint)")
-        llm = LLMConfig(api=a.llm_api, base_url=a.llm_base_url or DEFAULT_BASE_URL[a.llm_api],
-                        model=a.llm_model, key_env=a.llm_key_env or DEFAULT_KEY_ENV[a.llm_api],
-                        max_tokens=a.llm_max_tokens, price_in=a.llm_price_in,
-                        price_out=a.llm_price_out)
+        if not Path(a.init_from).is_dir():
+            raise _usage(f"--init-from {a.init_from} is not a directory")
+        _, missing = init_from_problems(dialects.get("classic"), Path(a.init_from))
+        if missing:   # before anything is created: iter_0 would be reused without these
+            raise _usage(f"--init-from {a.init_from} is missing: " + ", ".join(missing[:6])
+                         + (f" (and {len(missing) - 6} more)" if len(missing) > 6 else ""))
+    llm = _llm_config(a)
     if a.lr is not None and not 0 < a.lr < 1:
         raise _usage(f"--lr {a.lr} must be in (0, 1)")
     if not 0 < a.temperature <= 2:
@@ -288,6 +333,13 @@ def cmd_run(a) -> int:
     if a.probe_prompts < 0 or not 0 <= a.probe_min_live <= 1:
         raise _usage("--probe-prompts must be >= 0 and --probe-min-live within [0, 1]")
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
+    if not a.base_config:
+        a.base_config = canonical_config(a.prime_rl_dir, a.dataset)
+        if a.base_config:
+            print(f"canonical config: {a.base_config} (iter_0 trains on it; run B copies its "
+                  "train env; pass --base-config to choose another)", flush=True)
+    if a.base_config:
+        _check_base_config(Path(a.base_config))
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = Path(a.runs_dir)
     path = root / f"{a.dataset.replace('/', '_')}-{stamp}"
@@ -306,8 +358,10 @@ def cmd_run(a) -> int:
         max_completion_tokens=a.max_completion_tokens, temperature=a.temperature, lr=a.lr, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
         backend=a.backend, teacher=a.teacher, seed=a.seed,
         prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
+        env_args=a.env_args,
         teacher_retries=a.teacher_retries, llm=llm, probe_prompts=a.probe_prompts,
-        probe_min_live=a.probe_min_live, stall_timeout_s=a.stall_timeout)
+        probe_min_live=a.probe_min_live, stall_timeout_s=a.stall_timeout,
+        trainer_stand_in=backend.stand_in)
     with RunLock(rd.path):
         if why_local:
             print(f"using the embedded default ({why_local}): the {a.dataset} env, the embedded "
@@ -318,6 +372,9 @@ def cmd_run(a) -> int:
         rd.save(state)
         print(f"backend: {backend.name} ({' '.join(backend.command)}); teacher: {a.teacher}",
               file=sys.stderr, flush=True)
+        if backend.stand_in:
+            print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
+                  f"the {a.model} name is only passed to it", file=sys.stderr, flush=True)
         return loop.run(Ctx.open(rd, state))
 
 
@@ -331,6 +388,16 @@ def cmd_resume(a) -> int:
     rd.load_metrics()
     with RunLock(rd.path):
         state = rd.load()  # re-read under the lock
+        if a.teacher and (a.teacher != state.teacher or a.teacher == "llm"):
+            llm = _llm_config(a)
+            if rd.hub_env_json.exists():   # refuse a teacher that cannot teach here, first
+                from driver.state import read_json
+
+                teachers.preflight(state.model_copy(update={"teacher": a.teacher, "llm": llm}),
+                                       read_json(rd.hub_env_json))
+            print(f"teacher: {state.teacher} -> {a.teacher}", file=sys.stderr, flush=True)
+            state.teacher, state.llm = a.teacher, llm
+            rd.save(state)
         print(f"resuming {rd.path} at phase {state.phase} (iteration {state.iteration})",
               file=sys.stderr, flush=True)
         return loop.run(Ctx.open(rd, state))
@@ -366,6 +433,8 @@ def status_payload(run_dir: str) -> dict:
         "eval_acc": {f"iter_{i['iter']}": i.get("eval_acc") for i in m["iters"]},
         "controls": {c["run"]: c.get("eval_acc") for c in m["controls"]},
         "phase4_errors": st.phase4_errors,
+        "compact_warnings": st.compact_warnings,
+        "trainer_stand_in": st.trainer_stand_in,
     }
 
 
@@ -379,6 +448,8 @@ def cmd_status(a) -> int:
     print(f"{p['run_dir']}\n  status {p['status']} · phase {p['phase']} · iteration {p['iteration']}"
           f"\n  elapsed {progress.duration(p['elapsed_s'])} of {progress.duration(p['budget_s'])} "
           f"budget {progress.bar(min(1.0, p['elapsed_s'] / p['budget_s']), 10)}")
+    if p["trainer_stand_in"]:
+        print(f"  trainer: stand-in {p['trainer_stand_in']} (not prime-rl)")
     if p["training"]:
         print("  training " + progress.line(p["training"]["arm"], p["training"]))
     if p["latest_eval"]:
@@ -393,7 +464,7 @@ def cmd_status(a) -> int:
 def cmd_introspect(a) -> int:
     from driver import envs
 
-    info = envs.introspect(a.python or sys.executable, a.env)
+    info = envs.introspect(a.python or sys.executable, a.env, a.env_args)
     if a.json:
         print(json.dumps(info, indent=2))
     else:
@@ -401,33 +472,37 @@ def cmd_introspect(a) -> int:
               f"{info['rubric_class']}\n  rewards: " +
               ", ".join(f"{f['name']}×{f['weight']}" for f in info["rubric_funcs"]) +
               f"\n  train {info['train_size']} rows · eval {info['eval_size']} rows\n"
-              f"  answer format: {info['answer_format_instruction']}")
+              f"  answer format: {info['answer_format_instruction']}\n"
+              f"  info keys the rubric reads: {', '.join(info.get('info_keys_read') or []) or 'none found'}")
     return 0
 
 
 def cmd_validate(a) -> int:
     from pathlib import Path
 
+    from driver.gates import accuracy, decontam
     from driver.gates import dataset as gate
-    from driver.gates import decontam
     from driver.gates import weakness as weakness_gate
     from driver.state import read_json
 
     for f in [a.dataset, a.weakness, *a.prior]:
         if not Path(f).exists():
             raise _usage(f"{f} does not exist")
-    fingerprints = None
+    fingerprints = scored = None
     run_dir = Path(a.dataset).resolve().parent.parent
     try:
         if a.env:
             fingerprints = decontam.eval_fingerprints(sys.executable, a.env)
+            scored = accuracy.score_rows(sys.executable, a.env, None, Path(a.dataset))
         elif (run_dir / "hub_env.json").exists():
-            fingerprints = decontam.cached_fingerprints(run_dir, sys.executable,
-                                                        read_json(run_dir / "hub_env.json"))
+            hub = read_json(run_dir / "hub_env.json")
+            python = _run_python(run_dir)
+            fingerprints = decontam.cached_fingerprints(run_dir, python, hub)
+            scored = accuracy.score_rows(python, hub["env_id"], hub.get("env_args"), Path(a.dataset))
     except RuntimeError as e:
         raise _usage(str(e)) from None
     report = gate.check(Path(a.dataset), weakness_gate.load(a.weakness), [Path(p) for p in a.prior],
-                        fingerprints)
+                        fingerprints, scored)
     print(json.dumps(report.to_json(), indent=2) if a.json else report.render())
     return 0 if report.passed else 1
 
@@ -524,13 +599,89 @@ def cmd_export_prompts(a) -> int:
     return 0
 
 
+def canonical_config(prime_rl_dir: str | None, dataset: str) -> str | None:
+    """The prime-rl checkout's configs/<env>/rl.toml (the procedure's iter_0 config), if any."""
+    import os
+    from pathlib import Path
+
+    root = prime_rl_dir or os.environ.get("PRIME_RL_DIR")
+    if not root:
+        return None
+    name = dataset.split("/")[-1]
+    for d in dict.fromkeys([name, name.replace("-", "_"), name.replace("_", "-")]):
+        p = Path(root).expanduser() / "configs" / d / "rl.toml"
+        if p.is_file():
+            return str(p.resolve())
+    return None
+
+
+def _check_base_config(path) -> None:
+    """A base config must parse and name a train env; the launch itself checks the composed
+    config against the dialect before iter_0 trains."""
+    import tomllib
+
+    try:
+        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise _usage(f"base config {path} cannot be read as TOML: {e}") from None
+    if not cfg.get("orchestrator", {}).get("train", {}).get("env"):
+        raise _usage(f"base config {path} has no [[orchestrator.train.env]] block, so it does not "
+                     "say what iter_0 trains on; pass --base-config with one that does")
+
+
+def _llm_config(a):
+    """The LLM teacher's settings from --llm-* (None unless --teacher llm)."""
+    if a.teacher != "llm":
+        return None
+    from driver.state import LLMConfig
+    from driver.teachers.llm import DEFAULT_BASE_URL, DEFAULT_KEY_ENV
+
+    if not a.llm_model:
+        raise _usage("--teacher llm needs --llm-model (and --llm-base-url for a non-default endpoint)")
+    return LLMConfig(api=a.llm_api, base_url=a.llm_base_url or DEFAULT_BASE_URL[a.llm_api],
+                     model=a.llm_model, key_env=a.llm_key_env or DEFAULT_KEY_ENV[a.llm_api],
+                     max_tokens=a.llm_max_tokens, price_in=a.llm_price_in, price_out=a.llm_price_out)
+
+
+def _run_python(run_dir) -> str:
+    """The interpreter that loads the run's environments (its backend's), for `validate` inside
+    a run directory; this one where the backend cannot be resolved here."""
+    from driver.backends import resolve
+    from driver.errors import DriverError
+    from driver.state import RunDir
+
+    try:
+        st = RunDir(run_dir).load()
+        return resolve(st.backend, st.prime_rl_dir).python
+    except (DriverError, OSError, ValueError):
+        return sys.executable
+
+
 def _usage(msg: str):
     from driver.errors import UsageError
 
     return UsageError(msg)
 
 
+def cmd_compact_warning(a) -> int:
+    from datetime import datetime, timezone
+
+    from driver.state import RunDir, RunLock
+
+    rd = RunDir(a.run_dir)
+    rd.load()
+    with RunLock(rd.path):   # a driver running on this directory refuses it (exit 2)
+        state = rd.load()
+        stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        state.compact_warnings.append(f"{stamp} iteration {state.iteration}: {a.message}")
+        rd.save(state)
+    n = len(state.compact_warnings)
+    print(json.dumps({"compact_warnings": n}) if a.json else f"recorded ({n} in run.json)")
+    return 0
+
+
 COMMANDS = {"run": cmd_run, "resume": cmd_resume, "status": cmd_status,
+            "compact-warning": cmd_compact_warning,
             "introspect": cmd_introspect, "validate": cmd_validate, "skill": cmd_skill,
             "diagnose": cmd_diagnose, "report": cmd_report, "export-prompts": cmd_export_prompts}
 

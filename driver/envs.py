@@ -64,6 +64,33 @@ try:
                 break
 except Exception:
     selection = None
+# the info keys the rubric reads: score sample train rows (their answer as the completion) with
+# an info that records every key looked up; None where scoring cannot run this way
+info_keys_read = None
+try:
+    import asyncio
+    from verifiers.types import State
+    class _Recorder(dict):
+        keys = set()
+        def __getitem__(self, k):
+            _Recorder.keys.add(k)
+            return super().__getitem__(k)
+        def get(self, k, default=None):
+            _Recorder.keys.add(k)
+            return super().get(k, default)
+        def __contains__(self, k):
+            _Recorder.keys.add(k)
+            return super().__contains__(k)
+    for i in range(min(3, len(train))):
+        row = train[i]
+        st = State(input={"prompt": row.get("prompt") or [], "answer": str(row.get("answer", "")),
+                          "info": _Recorder(row.get("info") or {}), "example_id": i, "task": "default"})
+        st["completion"] = [{"role": "assistant", "content": str(row.get("answer", ""))}]
+        st["trajectory"] = []
+        asyncio.run(env.rubric.score_rollout(st))
+    info_keys_read = sorted(map(str, _Recorder.keys))
+except Exception:
+    info_keys_read = None
 print("@@HUB@@" + json.dumps({
     "env_class": type(env).__name__,
     "env_module": type(env).__module__,
@@ -77,6 +104,7 @@ print("@@HUB@@" + json.dumps({
     "train_columns": list(train.column_names),
     "sample_train_rows": samples,
     "selection": selection,
+    "info_keys_read": info_keys_read,
 }, default=str))
 """ + decontam.EVAL_SIDE_BODY
 
@@ -155,9 +183,10 @@ def missing_envs(python: str, env_ids: list[str]) -> list[str]:
     return [e for e in env_ids if module_name(e) in gone]
 
 
-def ensure_installed(python: str, env_id: str) -> None:
+def ensure_installed(python: str, env_id: str, hub_id: str | None = None) -> None:
     """An installed module is used directly; a built-in is installed from the bundled copy;
-    otherwise `prime env install` when the prime CLI is there; else a clear error."""
+    otherwise `prime env install HUB_ID` (the run's --hub-id, else the env id) when the prime
+    CLI is there; else a clear error."""
     mod = module_name(env_id)
     if is_importable(python, mod):
         return
@@ -166,24 +195,24 @@ def ensure_installed(python: str, env_id: str) -> None:
         return
     prime = shutil.which("prime")
     if prime:
-        r = subprocess.run([prime, "env", "install", env_id], capture_output=True, text=True)
+        r = subprocess.run([prime, "env", "install", hub_id or env_id], capture_output=True, text=True)
         if r.returncode == 0 and is_importable(python, mod):
             return
     raise DriverError(
         f"hub env not found: '{env_id}' is not installed for {python} and could not be "
-        f"installed. Install it (`prime env install {env_id}`, or `pip install` its package "
-        "into that interpreter) and resume.", exit_code=2)
+        f"installed. Install it (`prime env install {hub_id or env_id}`, or `pip install` its "
+        "package into that interpreter) and resume.", exit_code=2)
 
 
 def introspect(python: str, env_id: str, env_args: dict | None = None) -> dict:
     return introspect_with_fingerprints(python, env_id, env_args)[0]
 
 
-def introspect_with_fingerprints(python: str, env_id: str,
-                                 env_args: dict | None = None) -> tuple[dict, dict | None]:
+def introspect_with_fingerprints(python: str, env_id: str, env_args: dict | None = None,
+                                 hub_id: str | None = None) -> tuple[dict, dict | None]:
     """hub_env.json's content, and the eval split's decontamination fingerprints (hashes
     only), from one load of the env."""
-    ensure_installed(python, env_id)
+    ensure_installed(python, env_id, hub_id)
     r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {}), module_name(env_id)])
     payload = _marker_line(r.stdout, "@@HUB@@")
     if r.returncode != 0 or payload is None:

@@ -3,7 +3,8 @@
 `DRIVER_FAULT_KILL_AT=NAME` (or `NAME#K` for the K-th time the point is reached) makes the
 driver SIGKILL itself at that named point: no cleanup, no flush, exactly like a power cut.
 `DRIVER_FAULT_ENOSPC_AT=NAME[#K]` raises "No space left on device" there instead (a full disk
-while writing). Unset, `point()` costs two dict lookups.
+while writing). `DRIVER_FAULT_BUG_AT=NAME[#K]` raises a RuntimeError there (an unexpected
+error from a library or a bug). Unset, `point()` costs three dict lookups.
 """
 import errno
 import os
@@ -29,3 +30,5 @@ def point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _due("DRIVER_FAULT_ENOSPC_AT", name):
         raise OSError(errno.ENOSPC, f"No space left on device (simulated at {name})")
+    if _due("DRIVER_FAULT_BUG_AT", name):
+        raise RuntimeError(f"simulated unexpected error at {name}")

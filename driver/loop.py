@@ -100,7 +100,7 @@ def run(ctx: Ctx) -> int:
     """Drive the run to its end. Returns the exit code (0 finished, 3 waiting for the teacher)."""
     st = ctx.state
     if st.phase == "done":
-        print(finalize.table(finalize.summary_rows(ctx)), flush=True)
+        print(finalize.summary_text(ctx), flush=True)
         return 0
     st.status = "running"
     st.reason = None
@@ -135,6 +135,21 @@ def run(ctx: Ctx) -> int:
                 pass   # the disk is still full; run.json keeps its previous, valid version
             raise DriverError(f"[{phase}] {e}. {os_error_advice(e)} "
                               f"`driver resume {ctx.rd.path}`.") from None
+        except Exception as e:
+            # anything else (a library's RuntimeError, a subprocess timeout, a bug) is recorded
+            # too, with its traceback beside run.json, so the run never stays "running"
+            import traceback
+
+            first = (str(e).splitlines() or [""])[0]
+            st.status, st.reason = "failed", f"{phase}: {type(e).__name__}: {first}"
+            log = ctx.rd.path / "driver_error.log"
+            try:
+                ctx.save()
+                log.write_text(traceback.format_exc())
+            except OSError:
+                pass
+            raise DriverError(f"[{phase}] unexpected {type(e).__name__}: {first}. The traceback is in "
+                              f"{log}; fix the cause, then `driver resume {ctx.rd.path}`.") from None
         faults.point(f"phase:{phase}:end")
         st.history[-1].end_ts = now()
         st.history[-1].outcome = nxt

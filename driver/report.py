@@ -64,6 +64,9 @@ def write(ctx: Ctx) -> Path:
     m = ctx.rd.load_metrics()
     lines = [f"# Run report — {st.dataset}", "",
              f"- model `{st.model}` · backend `{st.backend}` · teacher `{st.teacher}` · seed {st.seed}",
+             *([f"- **trainer: a stand-in** (`{st.trainer_stand_in}`, DRIVER_RL_COMMAND), not prime-rl: "
+                f"the numbers below are its, and `{st.model}` is only the name passed to it"]
+               if st.trainer_stand_in else []),
              f"- status **{st.status}** · phase {st.phase} · iterations run {st.iteration}"
              + (f" · loop ended: {st.loop_end}" if st.loop_end else ""),
              f"- wall time {((st.end_ts or 0) - st.start_ts) / 60:.1f} min" if st.end_ts else "- still running",
@@ -98,6 +101,8 @@ def write(ctx: Ctx) -> Path:
         lines.append(f"- iter_{it['iter']}: eval {'-' if acc is None else f'{acc:.4f}'}, "
                      + (f"selection {sel:.4f}, " if sel is not None else "") +
                      f"rows {it.get('rows') or '-'}" + ("; " + "; ".join(extra) if extra else ""))
+    if st.compact_warnings:   # recorded by the teacher with `driver compact-warning`
+        lines += ["", "## Teacher context compaction warnings", ""] + [f"- {w}" for w in st.compact_warnings]
     lines += ["", "Numbers only: this report is built from metrics.json and eval_summary.json; "
               "eval rollouts are read by the numeric aggregator alone.", ""]
     path = rd / "report.md"

@@ -10,7 +10,9 @@ import re
 
 from driver.state import atomic_write_text, read_json
 
-_RESULTS = re.compile(r"(###\s*\(5\)\s*Results\s*\n)(.*)\Z", re.S)
+# section (5) of a teacher's entry, the one the driver fills: "### (5) Results" as TEACHER.md
+# asks, and the spellings teachers use for it ("### 5. Results", "## (5) Results: pending")
+_RESULTS = re.compile(r"(#{2,4}[ \t]*\(?5[).:]?[ \t]*Results)[^\n]*\n?(.*)\Z", re.S)
 
 
 def _trajectory(summary: dict, buckets: int = 5) -> str:
@@ -52,6 +54,9 @@ def _results(metric: dict, summary: dict | None) -> str:
         p = metric["probe"]
         lines.append(f"- gradient probe before training: live fraction {p['live_fraction']:.2f} on "
                      f"{p['prompts']} prompts x {p['k']}")
+    if metric.get("hparams"):
+        lines.append("- this iteration's hyperparameters (hparams.json): "
+                     + ", ".join(f"{k} = {v}" for k, v in metric["hparams"].items()))
     return "\n".join(lines) + "\n"
 
 
@@ -60,6 +65,7 @@ def render(ctx, final_table: str | None = None) -> None:
     out = [f"# Scratchpad — {st.dataset}",
            f"model {st.model} · backend {st.backend} · teacher {st.teacher} · budget "
            f"{st.budget_seconds:.0f}s · max_iters {st.max_iters} · batch {st.batch_size} · seed {st.seed}",
+           *([f"trainer: a stand-in ({st.trainer_stand_in}), not prime-rl"] if st.trainer_stand_in else []),
            ""]
     metrics = {m["iter"]: m for m in rd.load_metrics()["iters"]}
     s0 = ctx.iter_dir(0) / "eval_summary.json"
@@ -77,7 +83,7 @@ def render(ctx, final_table: str | None = None) -> None:
             entry = entry_path.read_text()
             summary = read_json(d / "eval_summary.json") if (d / "eval_summary.json").exists() else None
             results = _results(metrics.get(n, {}), summary)
-            entry = _RESULTS.sub(lambda m: m.group(1) + results, entry) if _RESULTS.search(entry) \
+            entry = _RESULTS.sub(lambda m: m.group(1) + "\n" + results, entry) if _RESULTS.search(entry) \
                 else entry + "\n### (5) Results\n" + results
             out += [entry.rstrip(), ""]
         elif n in metrics and metrics[n].get("skipped"):

@@ -137,6 +137,7 @@ class RunState(BaseModel):
     seed: int = 0
     prime_rl_dir: str | None = None
     base_config: str | None = None
+    env_args: dict = Field(default_factory=dict)   # --env-args: every hub env block gets them
     teacher_retries: int = 3
     stall_timeout_s: float = 1800     # a trainer with no new step or eval row for this long is stopped
     probe_prompts: int = 32           # 0 turns the pre-training gradient probe off
@@ -152,6 +153,8 @@ class RunState(BaseModel):
     history: list[PhaseRecord] = Field(default_factory=list)
     trainer: TrainerProcess | None = None
     compact_warnings: list[str] = Field(default_factory=list)
+    # set when DRIVER_RL_COMMAND replaced prime-rl's `rl`: the command that produced the numbers
+    trainer_stand_in: str | None = None
     phase4_errors: list[str] = Field(default_factory=list)
     iter_0_source: str | None = None
     iter_0_path: str | None = None

@@ -3,6 +3,10 @@
 Rows are written by code, never typed by hand: a generator defines templates (one per
 (domain, sub_domain)), a solver computes every answer, and a round-trip check scores each
 template's reference reasoning with the hub env's own rubric before anything is written.
+
+The row schema and every gate line are defined once, in driver.gates.rules; `driver validate
+--help` prints them. Each row is {question, answer, info: {domain, sub_domain, difficulty,
+structural_features, source, reasoning, reasoning_depth, ...}}.
 """
 from generators.core import RowWriter, clone_key, cold_read, round_trip, seeded_rng
 

@@ -28,6 +28,8 @@ def prior_clone_keys(paths) -> set[str]:
     return keys
 
 
+# the required info keys of driver.gates.rules.ROW_FIELDS (generators never import the driver;
+# a test holds the two equal)
 REQUIRED_INFO = ("domain", "sub_domain", "difficulty", "structural_features", "source", "reasoning")
 
 
@@ -71,7 +73,7 @@ def seeded_rng(seed: int, *salt) -> random.Random:
 
 class RowWriter:
     """Writes the seed's row schema: question, answer, info{domain, sub_domain, difficulty,
-    structural_features, source, reasoning, ...}."""
+    structural_features, source, reasoning, reasoning_depth, ...} (driver.gates.rules)."""
 
     def __init__(self, path: str | Path = "dataset.jsonl"):
         self.path = Path(path)

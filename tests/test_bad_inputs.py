@@ -114,9 +114,9 @@ DATASETS = [
     ("missing-answer", _lines({k: v for k, v in GOOD_ROW.items() if k != "answer"}), "line 1"),
     ("answer-wrong-type", _lines({**GOOD_ROW, "answer": 7}), "line 1"),
     ("info-missing-source", _lines({**GOOD_ROW, "info": {**GOOD_ROW["info"], "source": None}}),
-     "line 1: info field 'source' must be a str, got NoneType"),
+     "line 1: field info.source must be a str, got NoneType"),
     ("difficulty-unknown", _lines({**GOOD_ROW, "info": {**GOOD_ROW["info"], "difficulty": "epic"}}),
-     "difficulty 'epic' is not easy, medium or hard"),
+     "info.difficulty 'epic' is not easy, medium (or med) or hard"),
     ("huge-row", _lines({**GOOD_ROW, "question": "x" * 5_000_000}), "line 1: 5,000,"),
     ("empty-file", "", "rows"),
 ]

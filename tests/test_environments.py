@@ -197,3 +197,12 @@ def test_generated_env_adds_gated_aux_reward(tmp_path, hub, names):
     hub_rewards = [h[0] for h in out["hub"]]
     assert gen_rewards[1] == hub_rewards[1] + 0.1      # ... at its weight
     assert "starts_with_brace" in out["gen"][1][1]
+
+
+def test_a_qwen3_student_on_a_think_stripping_hub_parser_is_warned_about_before_iter_0():
+    from driver.phases.setup import think_parser_warning
+
+    w = think_parser_warning("Qwen/Qwen3-0.6B", {"parser_class": "ThinkParser"})
+    assert w and "Qwen/Qwen3-0.6B" in w and "ThinkParser" in w
+    assert think_parser_warning("Qwen/Qwen2.5-0.5B-Instruct", {"parser_class": "ThinkParser"}) is None
+    assert think_parser_warning("Qwen/Qwen3-0.6B", {"parser_class": "XMLParser"}) is None

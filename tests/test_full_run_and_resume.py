@@ -13,7 +13,8 @@ import pytest
 
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
-ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST]
+# iterations evaluate on 120 of the 200 eval (and validation) examples; controls on all 200
+ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120"]
 
 # One kill per segment, in the order the run reaches them; each resume dies at the next one.
 KILL_POINTS = [
@@ -74,12 +75,28 @@ def test_uninterrupted_run_completes_every_phase(reference):
     iters = {m["iter"]: m for m in metrics["iters"]}
     assert best["chosen_on"] == "selection"
     assert best["selection_acc"] == max(iters[k]["selection_acc"] for k in (1, 2))
-    assert all(m["n_eval"] == 200 and m["n_selection"] == 200 for m in metrics["iters"])
+    assert all(m["n_eval"] == 120 and m["n_selection"] == 120 for m in metrics["iters"])
+    assert all(c["n_eval"] == 200 and c["n_selection"] == 200 for c in metrics["controls"])
+    assert re.search(r"run_a \(best @iter0\)\s+\d+\s+200 ", summary)   # n, per row
+    # every arm's accuracy is printed as it finishes, with its interval and n
+    assert re.search(r"\[iter_0\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\); "
+                     r"selection [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\)", r.stderr)
+    assert re.search(r"\[run_c\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 200\)", r.stderr)
+    # the trainer double stands in for prime-rl, and every place that shows numbers says so
+    assert "trainer: a stand-in (" in r.stderr and "Trainer: a stand-in for prime-rl" in r.stdout
+    assert "Trainer: a stand-in for prime-rl" in summary
     assert "val %" in summary and "played no part in choosing" in summary
     # the report lists each iteration's accuracy on both splits
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
     rep = driver(["report", str(run_dir)], driver_env(tmp))
     assert rep.returncode == 0, rep.stderr
+    assert driver(["status", str(run_dir), "--json"], driver_env(tmp)).returncode == 0
+    changed = {p.name for p in run_dir.rglob("*") if p.is_file() and before.get(p) != p.stat().st_mtime_ns}
+    assert changed <= {"report.md", "report.json", "eval_accuracy.png", "train_reward.png"}, changed
     assert re.search(r"- iter_1: eval [0-9.]+, selection [0-9.]+, rows", (run_dir / "report.md").read_text())
+    assert "**trainer: a stand-in**" in (run_dir / "report.md").read_text()
+    st_out = driver(["status", str(run_dir)], driver_env(tmp)).stdout
+    assert "trainer: stand-in" in st_out
     # control C: as many untargeted rows as the best dataset, from iter_0's checkpoint
     best_rows = (run_dir / best["dataset"]).read_text().count("\n")
     run_c = run_dir / "run_c_untargeted_from_iter0"

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
+from driver.gates import accuracy, decontam, rules
 from driver.gates import dataset as gate
-from driver.gates import decontam
 from generators import clone_key
 from stock_arithmetic.data import build_splits
 from generators.stock_arithmetic import BUCKETS, FEATURE_DEFINITIONS, generate
@@ -38,22 +38,47 @@ def good(tmp_path_factory):
     return path
 
 
+ACCURATE = rules.LINE["accurate"].name
+
+
 def lines(rep):
     return {n: ok for n, ok, _ in rep.lines}
 
 
+def failed(rep, scored=False):
+    """The False lines; unless the rows were scored, the accuracy line ("not scored") aside."""
+    return [n for n, ok, _ in rep.lines if not ok and (scored or n != ACCURATE)]
+
+
+def details(rep):
+    return {n: d for n, _, d in rep.lines}
+
+
 def test_builtin_generator_passes_every_line(good, fingerprints):
-    rep = gate.check(good, WEAKNESS, eval_fingerprints=fingerprints)
+    scored = accuracy.score_rows(sys.executable, "stock_arithmetic", None, good)
+    rep = gate.check(good, WEAKNESS, eval_fingerprints=fingerprints, scored=scored)
     assert rep.passed, rep.render()
-    assert rep.rows == 600
+    assert rep.rows == 600 and len(scored["rows"]) == 600 and scored["ceiling"] == 1.0
+    # every line the gate prints is defined once in rules, in the same order
+    assert [n for n, _, _ in rep.lines] == [g.name for g in rules.LINES]
 
 
-def _mutate(good, tmp_path, fn, fingerprints=None, weakness=WEAKNESS):
-    rows = [json.loads(l) for l in good.read_text().splitlines()]
-    rows = fn(rows)
+def test_unscored_rows_fail_the_accuracy_line_and_say_how_to_score_them(good, fingerprints):
+    rep = gate.check(good, WEAKNESS, eval_fingerprints=fingerprints)
+    assert failed(rep, scored=True) == [ACCURATE] and "--env" in details(rep)[ACCURATE]
+
+
+def _write(tmp_path, good, fn):
+    rows = fn([json.loads(l) for l in good.read_text().splitlines()])
     p = tmp_path / "bad.jsonl"
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return gate.check(p, weakness, eval_fingerprints=fingerprints)
+    return p
+
+
+def _mutate(good, tmp_path, fn, fingerprints=None, weakness=WEAKNESS, score=False):
+    p = _write(tmp_path, good, fn)
+    scored = accuracy.score_rows(sys.executable, "stock_arithmetic", None, p) if score else None
+    return gate.check(p, weakness, eval_fingerprints=fingerprints, scored=scored)
 
 
 def _info(r, **kw):
@@ -100,8 +125,7 @@ def _two(features, i):
 ])
 def test_each_crafted_dataset_fails_exactly_its_line(good, tmp_path, fingerprints, line, fn):
     rep = _mutate(good, tmp_path, fn, fingerprints)
-    failed = [n for n, ok, _ in rep.lines if not ok]
-    assert failed == [line], rep.render()
+    assert failed(rep) == [line], rep.render()
 
 
 def test_two_domains_fail_only_the_domain_count(good, tmp_path, fingerprints):
@@ -113,7 +137,7 @@ def test_two_domains_fail_only_the_domain_count(good, tmp_path, fingerprints):
     rep = _mutate(good, tmp_path, lambda rows: [_info(r, domain=merged) if r["info"]["domain"] ==
                                                 "long running totals" else r for r in rows],
                   fingerprints, weakness=weakness)
-    assert [n for n, ok, _ in rep.lines if not ok] == [">=3 domains"], rep.render()
+    assert failed(rep) == [">=3 domains"], rep.render()
 
 
 def test_weakness_json_problems_are_named_field_by_field(good, tmp_path, fingerprints):
@@ -147,7 +171,7 @@ def test_decontamination_finds_planted_eval_items_and_prints_none_of_them(good, 
         return rows
 
     rep = _mutate(good, tmp_path, plant, fingerprints)
-    assert [n for n, ok, _ in rep.lines if not ok] == ["no overlap with the eval split (blind)"]
+    assert failed(rep) == ["no overlap with the eval split (blind)"]
     detail = dict((n, d) for n, _, d in rep.lines)["no overlap with the eval split (blind)"]
     assert "2 of our rows" in detail and "lines 11, 21" in detail
     out = rep.render() + json.dumps(rep.to_json())
@@ -182,7 +206,7 @@ def test_clones_are_caught_within_and_across_iterations(good, tmp_path, fingerpr
         renumbered = renumbered.replace(name, "Zora")          # and renamed
     renamed = dict(source, question=renumbered)
     rep = _mutate(good, tmp_path, lambda rs: rs[:-1] + [renamed], fingerprints)
-    assert [n for n, ok, _ in rep.lines if not ok] == ["no clone pairs"]
+    assert failed(rep) == ["no clone pairs"]
     rep = gate.check(good, WEAKNESS, prior=[good], eval_fingerprints=fingerprints)
     assert lines(rep)["no clone of a prior iteration's row"] is False
 
@@ -196,3 +220,75 @@ def test_validate_cli_prints_each_line_and_exit_code(good, tmp_path):
     r = subprocess.run([sys.executable, "-m", "driver.cli", "validate", str(good), "--weakness", str(w),
                         "--prior", str(good), "--json", "--env", "stock_arithmetic"], capture_output=True, text=True)
     assert r.returncode == 1 and json.loads(r.stdout)["passed"] is False
+
+
+def test_a_failing_line_names_its_field_every_failing_bucket_and_row_lines(good, tmp_path, fingerprints):
+    rows = [json.loads(l) for l in good.read_text().splitlines()]
+    two = list(dict.fromkeys((r["info"]["domain"], r["info"]["sub_domain"]) for r in rows))[:2]
+
+    def strip_depth(rs):   # two buckets lose their reasoning_depth: one value (null) in each
+        return [dict(r, info={k: v for k, v in r["info"].items() if k != "reasoning_depth"})
+                if (r["info"]["domain"], r["info"]["sub_domain"]) in two else r for r in rs]
+
+    rep = _mutate(good, tmp_path, strip_depth, fingerprints)
+    assert failed(rep) == [rules.LINE["depth"].name]
+    d = details(rep)[rules.LINE["depth"].name]
+    assert "reads info.reasoning_depth" in d and "no info.reasoning_depth" in d
+    for dom, sub in two:
+        assert f"{dom}/{sub}" in d
+    first = next(i for i, r in enumerate(rows, 1) if (r["info"]["domain"], r["info"]["sub_domain"]) in two)
+    assert f"lines {first}," in d
+    rep = _mutate(good, tmp_path, lambda rs: [_info(r, difficulty="medium") for r in rs], fingerprints)
+    d = details(rep)["hard >=40%"]
+    assert "reads info.difficulty" in d and "0.000 hard" in d and "lines 1, 2, 3, 4, 5 ..." in d
+
+
+def test_med_counts_as_medium(good, tmp_path, fingerprints):
+    rep = _mutate(good, tmp_path, lambda rs: [_info(r, difficulty="med") if r["info"]["difficulty"] == "medium"
+                                              else r for r in rs], fingerprints)
+    assert failed(rep) == [], rep.render()
+    rep = _mutate(good, tmp_path, lambda rs: [_info(rs[0], difficulty="mid")] + rs[1:], fingerprints)
+    assert failed(rep) == ["rows well-formed"] and "line 1: info.difficulty 'mid'" in details(rep)["rows well-formed"]
+
+
+def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(good, tmp_path, fingerprints):
+    rows = [json.loads(l) for l in good.read_text().splitlines()]
+    key = (rows[0]["info"]["domain"], rows[0]["info"]["sub_domain"])
+
+    def corrupt(rs):   # one template's reasoning ends in another number than its answer
+        return [_info(r, reasoning=r["info"]["reasoning"].replace('"final_stock": ', '"final_stock": 1'))
+                if (r["info"]["domain"], r["info"]["sub_domain"]) == key else r for r in rs]
+
+    rep = _mutate(good, tmp_path, corrupt, fingerprints, score=True)
+    assert failed(rep, scored=True) == [ACCURATE], rep.render()
+    d = details(rep)[ACCURATE]
+    n_bad = sum((r["info"]["domain"], r["info"]["sub_domain"]) == key for r in rows)
+    assert d.startswith(f"{n_bad} of 600 rows below full reward: {key[0]}/{key[1]}: {n_bad} rows, reward 0 of 1")
+    assert "lines 1," in d
+
+
+def test_rows_without_an_info_key_the_rubric_reads_fail_with_the_rubrics_own_words(good, tmp_path, fingerprints):
+    from driver import envs
+
+    hub = envs.introspect(sys.executable, "stock_arithmetic")
+    assert "problem" in hub["info_keys_read"]     # listed for the teacher (hub_env.json, TEACHER.md)
+    rep = _mutate(good, tmp_path, lambda rs: [dict(r, info={k: v for k, v in r["info"].items() if k != "problem"})
+                                              for r in rs], fingerprints, score=True)
+    assert failed(rep, scored=True) == [ACCURATE], rep.render()
+    assert "'problem'" in details(rep)[ACCURATE]
+
+
+def test_validate_help_states_the_row_schema_and_every_line():
+    out = subprocess.run([sys.executable, "-m", "driver.cli", "validate", "--help"], capture_output=True,
+                         text=True).stdout
+    for f in rules.ROW_FIELDS:
+        assert f"`{f.name}`" in out
+    for g in rules.LINES:
+        assert f"**{g.name}**" in out
+
+
+def test_the_generators_library_requires_the_schema_the_gate_checks():
+    from generators.core import REQUIRED_INFO
+
+    assert set(REQUIRED_INFO) == set(rules.REQUIRED_INFO)
+    assert {f.name for f in rules.ROW_FIELDS} >= {f"info.{k}" for k in REQUIRED_INFO}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -242,9 +243,11 @@ def test_init_from_refuses_an_incomplete_directory(tmp_path, runs):
     (prior / "run.json").write_text("{}")
     r = driver(["run", "--init-from", str(prior), *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
     assert r.returncode == 2
-    for piece in ("metrics.json", "config.json", "tokenizer.json", "checkpoints/step_3/trainer",
-                  "eval_rollouts.jsonl"):
+    for piece in ("metrics.json", "config.json", "tokenizer.json", "/checkpoints/step_3",
+                  "run_default/checkpoints/step_3", "run_default/broadcasts/step_3"):
         assert piece in r.stderr, piece
+    assert "and 2 more" in r.stderr          # the train and eval rollouts, past the first six
+    assert list(runs.iterdir()) == []        # refused before a run directory was created
 
 
 def test_preflight_refuses_an_env_that_is_not_installed(tmp_path, runs):
@@ -370,3 +373,7 @@ def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):
     # iter_1 resumed from the inherited step, from real copies of the trees
     staged = run_dir / "iter_1" / "prime_out" / "checkpoints" / "step_3"
     assert staged.is_dir() and not staged.is_symlink()
+    # the inherited baseline carries per-example results: iter_1 gets a paired lift against it
+    assert it0["n_eval"] == 200 and it0.get("selection_acc") is not None
+    summary = (run_dir / "scratchpad.md").read_text()
+    assert re.search(r"iter_1 .*[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", summary), summary[-3000:]

@@ -203,3 +203,78 @@ def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp
     t = status_payload(str(d))["training"]
     assert t["arm"] == "iter_1" and (t["step"], t["start_step"], t["max_steps"]) == (33, 30, 60)
     assert t["fraction"] == 0.1
+
+
+def test_a_compaction_warning_is_recorded_shown_and_refused_while_a_driver_runs(tmp_path, runs):
+    from driver.state import RunLock
+
+    r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), *FAST], driver_env(tmp_path))
+    rd = run_dir_from(r.stdout)
+    with RunLock(rd):   # a driver is running on the directory
+        w = driver(["compact-warning", str(rd), "lost the iter_1 plan"], driver_env(tmp_path))
+        assert w.returncode == 2 and "in use by another driver" in w.stderr
+    w = driver(["compact-warning", str(rd), "lost the iter_1 plan", "--json"], driver_env(tmp_path))
+    assert w.returncode == 0 and json.loads(w.stdout) == {"compact_warnings": 1}
+    st = json.loads(driver(["status", str(rd), "--json"], driver_env(tmp_path)).stdout)
+    assert len(st["compact_warnings"]) == 1 and st["compact_warnings"][0].endswith("lost the iter_1 plan")
+    assert driver(["report", str(rd)], driver_env(tmp_path)).returncode == 0
+    assert "lost the iter_1 plan" in (rd / "report.md").read_text()
+
+
+def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp_path, runs):
+    import tomllib
+
+    from driver import dialects
+    from driver.dialects.classic import Knobs
+
+    # a prime-rl checkout whose configs/stock_arithmetic/rl.toml is the canonical iter_0 config
+    checkout = tmp_path / "prime-rl"
+    (checkout / "configs" / "stock_arithmetic").mkdir(parents=True)
+    knobs = Knobs(model="m", batch_size=256, rollouts_per_example=16, steps_per_run=3, eval_examples=200,
+                  seq_len=1536)
+    hub = {"env_id": "stock_arithmetic", "env_args": {"seed": 1}, "eval_size": 200}
+    canonical = checkout / "configs" / "stock_arithmetic" / "rl.toml"
+    canonical.write_text(dialects.get("classic").render_base(hub, knobs))
+    r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), "--env-args", '{"seed": 1}',
+                "--prime-rl-dir", str(checkout), *FAST], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines()[0].startswith(f"canonical config: {canonical.resolve()}")
+    rd = run_dir_from(r.stdout)
+    hub_json = json.loads((rd / "hub_env.json").read_text())
+    assert hub_json["env_args"] == {"seed": 1}
+    assert hub_json["selection"]["args"] == {"seed": 1, "eval_split": "validation"}
+    first = launches(tmp_path)[0]["argv"]
+    assert str(canonical.resolve()) in first and not (rd / "iter_0" / "base_rl.toml").exists()
+    overlay = tomllib.loads((rd / "iter_0" / "eval_overlay.toml").read_text())
+    assert all(b["args"]["seed"] == 1 for b in overlay["orchestrator"]["eval"]["env"])
+    # run B's real-data block is the canonical config's train env, args included
+    from driver.context import Ctx
+    from driver.phases.controls import _hub_train_block
+    from driver.state import RunDir
+
+    rdir = RunDir(rd)
+    ctx = Ctx(rd=rdir, state=rdir.load(), backend=None, dialect=dialects.get("classic"), quiet=True)
+    assert _hub_train_block(ctx)["args"] == {"seed": 1}
+    bad = driver(["run", "--runs-dir", str(runs), "--env-args", "[1]", *FAST], driver_env(tmp_path))
+    assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
+
+
+def test_a_base_config_without_a_train_env_is_refused_before_anything_starts(tmp_path, runs):
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text("max_steps = 3\n")
+    r = driver(["run", "--runs-dir", str(runs), "--base-config", str(cfg), *FAST], driver_env(tmp_path))
+    assert r.returncode == 2 and "no [[orchestrator.train.env]] block" in r.stderr
+    assert list(runs.iterdir()) == []
+
+
+def test_an_unexpected_error_in_a_phase_is_recorded_in_run_json_and_resume_continues(tmp_path, runs):
+    r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), *FAST],
+               driver_env(tmp_path, DRIVER_FAULT_BUG_AT="train:before-launch"))
+    assert r.returncode == 1 and "unexpected RuntimeError" in r.stderr and "Traceback" not in r.stderr
+    rd = run_dir_from(r.stdout)
+    st = json.loads((rd / "run.json").read_text())
+    assert st["status"] == "failed" and st["reason"].startswith("baseline: RuntimeError: simulated")
+    assert "simulated unexpected error" in (rd / "driver_error.log").read_text()
+    r = driver(["resume", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((rd / "run.json").read_text())["status"] == "max_iters_reached"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, ROOT, driver, driver_env, run_dir_from
+from conftest import FAST, ROOT, driver, driver_env, launches, run_dir_from
 from fake_llm import FakeLLM
 import teacher_files
 
@@ -63,7 +63,7 @@ def test_builtin_teacher_passes_the_gate_and_ranks_the_failing_structure_first(t
 
     from driver import generator
     from driver.gates import dataset as gate
-    from driver.gates import decontam
+    from driver.gates import accuracy, decontam
     from driver.teachers.builtin import BuiltinTeacher
 
     train = list(vf.load_environment(env_id).get_dataset())[:200]
@@ -88,7 +88,8 @@ def test_builtin_teacher_passes_the_gate_and_ranks_the_failing_structure_first(t
     run = generator.run(brief.iter_dir)
     assert run["ok"], run
     fp = decontam.eval_fingerprints(sys.executable, env_id)
-    rep = gate.check(brief.iter_dir / "dataset.jsonl", w, eval_fingerprints=fp)
+    scored = accuracy.score_rows(sys.executable, env_id, None, brief.iter_dir / "dataset.jsonl")
+    rep = gate.check(brief.iter_dir / "dataset.jsonl", w, eval_fingerprints=fp, scored=scored)
     assert rep.passed, rep.render()
     # every skeleton row cites a failed train rollout that exists
     sources = [json.loads(l)["info"]["source"] for l in (brief.iter_dir / "dataset.jsonl").open()]
@@ -104,6 +105,43 @@ def test_builtin_teacher_refuses_an_env_without_a_family_generator(tmp_path):
     with pytest.raises(DriverError, match="--teacher agent"):
         BuiltinTeacher().teach(brief)
     assert not list(brief.iter_dir.iterdir())
+
+
+def test_a_teacher_that_cannot_teach_the_env_is_refused_before_iter_0_and_resume_switches(tmp_path, runs):
+    env = canary_env(tmp_path)
+    r = driver(["run", "--dataset", "canary_stock", "--teacher", "builtin", "--max-iters", "2",
+                "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "no family generator for 'canary_stock'" in r.stderr and "--teacher agent" in r.stderr
+    rd = run_dir_from(r.stdout)
+    assert launches(tmp_path) == [] and not (rd / "iter_0").exists()   # nothing trained
+    # the LLM teacher without its key variable set is refused the same way, before anything runs
+    env_nokey = {k: v for k, v in env.items() if k != "NO_SUCH_KEY_VAR"}
+    r = driver(["resume", str(rd), "--teacher", "llm", "--llm-model", "m", "--llm-key-env",
+                "NO_SUCH_KEY_VAR"], env_nokey)
+    assert r.returncode == 2 and "$NO_SUCH_KEY_VAR, which is not set" in r.stderr, r.stderr[-2000:]
+    assert json.loads((rd / "run.json").read_text())["teacher"] == "builtin"
+    r = driver(["resume", str(rd), "--teacher", "agent"], env)
+    assert r.returncode == 3, r.stderr[-2000:]            # iter_0 trained, then the brief
+    assert "teacher: builtin -> agent" in r.stderr
+    assert json.loads((rd / "run.json").read_text())["teacher"] == "agent"
+    assert (rd / "iter_1" / "TEACHER.md").exists() and len(launches(tmp_path)) == 1
+
+
+def test_hparams_bounds_are_checked_field_by_field(tmp_path):
+    from driver.gates import hparams
+
+    (tmp_path / "hparams.json").write_text(json.dumps({"lr": 3e-5, "batch_size": 8}))
+    rep = hparams.check(tmp_path)
+    assert not rep.passed and "batch_size: pinned by the procedure" in rep.lines[0][2]
+    (tmp_path / "hparams.json").write_text(json.dumps({"lr": 0.5, "max_completion_tokens": 4, "dropout": 0.1}))
+    rep = hparams.check(tmp_path)
+    assert not rep.passed
+    detail = rep.lines[0][2]
+    assert "lr" in detail and "max_completion_tokens" in detail and "dropout" in detail
+    (tmp_path / "hparams.json").write_text(json.dumps({"seq_len": 4096}))
+    assert hparams.check(tmp_path).passed
+    assert hparams.knob_overrides(hparams.load(tmp_path)) == {"seq_len": 4096}
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,7 +241,8 @@ def test_llm_teacher_needs_a_model_and_reports_an_unreachable_endpoint(tmp_path,
     r = driver(["run", "--teacher", "llm", "--runs-dir", str(runs)], env)
     assert r.returncode == 2 and "--llm-model" in r.stderr and not list(runs.iterdir())
     r = driver(["run", "--teacher", "llm", "--llm-model", "m", "--llm-base-url",
-                "http://127.0.0.1:9/v1", "--max-iters", "2", "--runs-dir", str(runs), *FAST], env)
+                "http://127.0.0.1:9/v1", "--max-iters", "2", "--runs-dir", str(runs), *FAST],
+               {**env, "OPENAI_API_KEY": "k"})   # a key is set; the endpoint is what fails
     assert r.returncode == 1 and "could not reach http://127.0.0.1:9/v1" in r.stderr
     rd = run_dir_from(r.stdout)
     st = json.loads((rd / "run.json").read_text())
@@ -213,9 +252,9 @@ def test_llm_teacher_needs_a_model_and_reports_an_unreachable_endpoint(tmp_path,
 # --------------------------------------------------------------------------------------------
 # agent teacher: a scripted agent follows TEACHER.md
 
-def scripted_agent(brief_path: Path, env: dict) -> None:
-    """Reads only what TEACHER.md points to, writes the four files, runs the generator and the
-    checks the brief lists (except `driver resume`, which the caller runs)."""
+def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expect_valid: bool = True) -> None:
+    """Reads only what TEACHER.md points to, writes the four files (and `extra` ones), runs the
+    generator and the checks the brief lists (except `driver resume`, which the caller runs)."""
     text = brief_path.read_text()
     assert CANARY not in text
     iter_dir = Path(re.search(r"Write these files in `([^`]+)`", text).group(1))
@@ -234,13 +273,14 @@ def scripted_agent(brief_path: Path, env: dict) -> None:
     checks = re.search(r"## Check, then hand back\n.*?```\n(.*?)```", text, re.S).group(1)
     prior = re.findall(r"--prior (\S+)", checks)      # earlier iterations' rows: no clones of them
     assert len(prior) == n - 1
-    for name, body in teacher_files.passing(skeletons, n, "canary_stock", prior=prior).items():
+    for name, body in {**teacher_files.passing(skeletons, n, "canary_stock", prior=prior),
+                       **(extra or {})}.items():
         (iter_dir / name).write_text(body)
     ran = []
     for line in checks.strip().splitlines():
         if line.startswith("driver validate"):
             v = driver(line.split()[1:], env)
-            assert v.returncode == 0, v.stdout + v.stderr
+            assert (v.returncode == 0) == expect_valid, v.stdout + v.stderr
         elif "gen_dataset.py" in line:
             subprocess.run(line.replace("python ", f"{sys.executable} ", 1), shell=True, env=env,
                            check=True, capture_output=True)
@@ -274,7 +314,7 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
 
     from driver import generator
     from driver.gates import dataset as gate
-    from driver.gates import decontam
+    from driver.gates import accuracy, decontam
     from driver.teachers.builtin import BuiltinTeacher
 
     train = list(vf.load_environment("stock_arithmetic").get_dataset())[:120]
@@ -291,7 +331,9 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
     assert "style='plain'" in (brief.iter_dir / "gen_dataset.py").read_text()
     assert generator.run(brief.iter_dir)["ok"]
     rep = gate.check(brief.iter_dir / "dataset.jsonl", w,
-                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"))
+                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
+                     scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
+                                                brief.iter_dir / "dataset.jsonl"))
     assert rep.passed, rep.render()
     first = json.loads((brief.iter_dir / "dataset.jsonl").open().readline())["question"]
     assert " starts the day with " in first and "A first delivery brings" in first
@@ -357,3 +399,35 @@ def test_teacher_md_says_which_split_its_accuracies_come_from(tmp_path):
             AgentTeacher().teach(b)
         text = (b.iter_dir / "TEACHER.md").read_text()
         assert words in text and f"`{b.train_sample_path}`" in text
+
+
+def test_teacher_md_and_the_llm_prompt_state_every_row_field_and_gate_line(tmp_path):
+    from driver.errors import WaitingForTeacher
+    from driver.gates import rules
+    from driver.teachers.agent import AgentTeacher
+    from driver.teachers.llm import render_prompt
+
+    b = _brief(tmp_path, "stock_arithmetic", [{"prompt": "p", "completion": "c", "reward": 0.0}])
+    b.train_sample_path = tmp_path / "train_sample.jsonl"
+    b.hub = {**b.hub, "answer_format_instruction": "one JSON object",
+             "info_keys_read": ["population", "problem"]}
+    with pytest.raises(WaitingForTeacher):
+        AgentTeacher().teach(b)
+    texts = {"TEACHER.md": (b.iter_dir / "TEACHER.md").read_text(), "LLM prompt": render_prompt(b)[1]}
+    for where, text in texts.items():
+        flat = " ".join(text.split())
+        for f in rules.ROW_FIELDS:
+            assert f"`{f.name}`" in text and " ".join(f.meaning.split()) in flat, (where, f.name)
+        for g in rules.LINES:
+            assert g.name in text and " ".join(g.rule.split()) in flat, (where, g.name)
+        assert "`population`, `problem`" in text or "population, problem" in text, where
+        assert "### (5) Results" in text, where
+
+
+@pytest.mark.parametrize("heading", ["### (5) Results", "### 5. Results", "## (5) Results: pending"])
+def test_the_results_section_is_filled_in_not_appended_whatever_its_spelling(heading):
+    from driver.scratchpad import _RESULTS
+
+    entry = f"## Iteration 1\n### (1) Understanding\nx\n{heading}\npending\n"
+    filled = _RESULTS.sub(lambda m: m.group(1) + "\n" + "- eval_acc: 0.5\n", entry)
+    assert filled.count("Results") == 1 and "pending" not in filled and filled.endswith("- eval_acc: 0.5\n")

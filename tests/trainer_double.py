@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
     cfg = parse_args(argv)
     if os.environ.get("DOUBLE_LAUNCH_LOG"):
         with open(os.environ["DOUBLE_LAUNCH_LOG"], "a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "output_dir": cfg.get("output_dir")}) + "\n")
+            f.write(json.dumps({"pid": os.getpid(), "output_dir": cfg.get("output_dir"), "argv": argv}) + "\n")
     for required in ("trainer", "orchestrator"):
         if required not in cfg:
             print(f"--{required}  Field required", file=sys.stderr)

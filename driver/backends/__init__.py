@@ -34,6 +34,9 @@ class Backend:
     # the pre-training gradient probe (embedded_trainer.probe's contract), or None where the
     # backend has no way to sample the anchor student outside a training run
     probe: tuple[str, ...] | None = None
+    # the command standing in for the real trainer (DRIVER_RL_COMMAND), named wherever the
+    # run's numbers are shown, so they are never mistaken for prime-rl's
+    stand_in: str | None = None
 
 
 def prime_rl(prime_rl_dir: str | None) -> Backend:
@@ -43,7 +46,7 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
     override = os.environ.get(RL_COMMAND_VAR)
     if override:
         return Backend("prime_rl", tuple(shlex.split(override)), None, sys.executable,
-                       probe=_probe_override())
+                       probe=_probe_override(), stand_in=override)
     root = prime_rl_dir or os.environ.get("PRIME_RL_DIR")
     if not root:
         raise UsageError(

@@ -9,8 +9,7 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MIN_ROWS, MAX_ROWS = 500, 1000
-from driver.gates import decontam
+from driver.gates import accuracy, decontam, rules
 from driver.gates import weakness as weakness_schema
 from driver.state import iter_jsonl
 from generators.core import clone_key
@@ -40,20 +39,18 @@ class GateReport:
                          for n, ok, d in self.lines)
 
 
-MAX_ROW_CHARS = 20_000
-_INFO_TYPES = {"domain": str, "sub_domain": str, "difficulty": str, "source": str,
-               "reasoning": str, "structural_features": list}
+_INFO_TYPES = {k: list if k == "structural_features" else str for k in rules.REQUIRED_INFO}
 
 
 def info_problems(info: dict) -> str:
     """'' when info has every required field with its type, else what is wrong."""
     for key, kind in _INFO_TYPES.items():
         if not isinstance(info.get(key), kind):
-            return f"field {key!r} must be a {kind.__name__}, got {type(info.get(key)).__name__}"
-    if info["difficulty"] not in ("easy", "medium", "hard"):
-        return f"difficulty {info['difficulty']!r} is not easy, medium or hard"
+            return f"field info.{key} must be a {kind.__name__}, got {type(info.get(key)).__name__}"
+    if info["difficulty"] not in rules.DIFFICULTY:
+        return f"info.difficulty {info['difficulty']!r} is not easy, medium (or med) or hard"
     if not all(isinstance(f, str) for f in info["structural_features"]):
-        return "structural_features must be a list of names"
+        return "info.structural_features must be a list of names"
     return ""
 
 
@@ -66,98 +63,160 @@ def row_problem(obj) -> str:
         return "needs string question, string answer and an info object"
     bad = info_problems(obj["info"])
     if bad:
-        return f"info {bad}"
+        return bad
     size = len(obj["question"]) + len(obj["answer"]) + len(str(obj["info"].get("reasoning", "")))
-    if size > MAX_ROW_CHARS:
-        return (f"{size:,} characters (limit {MAX_ROW_CHARS:,}); no prompt that long fits a "
+    if size > rules.MAX_ROW_CHARS:
+        return (f"{size:,} characters (limit {rules.MAX_ROW_CHARS:,}); no prompt that long fits a "
                 "training sequence")
     return ""
 
 
-def load_rows(path: Path) -> tuple[list[dict], list[str]]:
+def load_rows(path: Path, with_lines: bool = False):
+    """(rows, problems): the well-formed rows and a "line N: what is wrong" per other line.
+    with_lines: rows come as (line number, row) pairs."""
     rows, problems = [], []
     for n, obj in iter_jsonl(path):
         bad = row_problem(obj)
         if bad:
             problems.append(f"line {n}: {bad}")
         else:
-            rows.append(obj)
+            rows.append((n, obj) if with_lines else obj)
     return rows, problems
 
 
+def _detail(line: str, what: str = "", at: list[int] = ()) -> str:
+    """A failing line's detail: the field it read, what failed (every bucket, not the first),
+    and up to five line numbers of rows that made it fail."""
+    parts = [f"reads {rules.LINE[line].reads}"] + ([what] if what else [])
+    if at:
+        parts.append("lines " + ", ".join(map(str, sorted(at)[:5])) + (" ..." if len(at) > 5 else ""))
+    return "; ".join(parts)
+
+
 def check(dataset: Path, weakness: dict, prior: list[Path] = (),
-          eval_fingerprints: dict | None = None) -> GateReport:
-    """Every line of the gate. eval_fingerprints (from decontam.eval_fingerprints) enables the
-    blind decontamination line; without them that line is False and says how to get them."""
+          eval_fingerprints: dict | None = None, scored: dict | None = None) -> GateReport:
+    """Every line of the gate (driver.gates.rules names them). eval_fingerprints (from
+    decontam.eval_fingerprints) enables the blind decontamination line and `scored` (from
+    accuracy.score_rows) the accuracy line; without them that line is False and says how to
+    get them."""
+    L = rules.LINE
     rep = GateReport()
     bad_fields = weakness_schema.problems(weakness)
-    rep.add("weakness.json valid", not bad_fields, "; ".join(bad_fields[:8]))
-    rows, problems = load_rows(dataset)
+    rep.add(L["weakness"].name, not bad_fields, "; ".join(bad_fields[:8]))
+    numbered, problems = load_rows(dataset, with_lines=True)
+    at = [n for n, _ in numbered]                    # the file line of each well-formed row
+    rows = [r for _, r in numbered]
     rep.rows = len(rows)
-    rep.add("rows well-formed", not problems, "; ".join(problems[:5]))
+    rep.add(L["well_formed"].name, not problems, "; ".join(problems[:5]))
     T = max(len(rows), 1)
     info = [r["info"] for r in rows]
+    bucket = [(i.get("domain"), i.get("sub_domain")) for i in info]
+    level = [rules.DIFFICULTY.get(i.get("difficulty")) for i in info]
     doms = collections.Counter(i.get("domain") for i in info)
-    subs = collections.Counter((i.get("domain"), i.get("sub_domain")) for i in info)
-    diff = collections.Counter(i.get("difficulty") for i in info)
-    feats = [i.get("structural_features") or [] for i in info]
-    per_feat = collections.Counter(f for fs in feats for f in set(fs))
-    n2 = sum(len(set(f)) >= 2 for f in feats)
-    n3 = sum(len(set(f)) >= 3 for f in feats)
-    n_skel = sum(str(i.get("source", "")).startswith("skeleton:") for i in info)
+    subs = collections.Counter(bucket)
+    diff = collections.Counter(level)
+    feats = [set(i.get("structural_features") or []) for i in info]
+    per_feat = collections.Counter(f for fs in feats for f in fs)
+    skel = [str(i.get("source", "")).startswith("skeleton:") for i in info]
     if bad_fields:   # the lines below still run, against an empty report
         weakness = {}
     defined = {f["name"] for f in weakness.get("structural_features", [])}
     buckets = {(d["name"], s["name"]) for d in weakness.get("domains", []) for s in d.get("sub_domains", [])}
 
-    rep.add(f"row count in [{MIN_ROWS}, {MAX_ROWS}]", MIN_ROWS <= len(rows) <= MAX_ROWS, f"{len(rows)} rows")
-    rep.add(">=3 domains", len(doms) >= 3, f"{len(doms)}")
-    rep.add("every domain >=2 sub-domains",
-            all(sum(1 for (d, _) in subs if d == dom) >= 2 for dom in doms))
-    rep.add("smallest (domain, sub_domain) >=3%", bool(subs) and min(subs.values()) / T >= 0.03,
-            f"{min(subs.values()) / T:.3f}" if subs else "no buckets")
-    rep.add("hard >=40%", diff.get("hard", 0) / T >= 0.40, f"{diff.get('hard', 0) / T:.3f}")
-    rep.add("easy <=20%", diff.get("easy", 0) / T <= 0.20, f"{diff.get('easy', 0) / T:.3f}")
-    rep.add(">=2 features (>=80%)", n2 / T >= 0.80, f"{n2 / T:.3f}")
-    rep.add(">=3 features (>=40%)", n3 / T >= 0.40, f"{n3 / T:.3f}")
-    low = sorted(f for f in (defined or per_feat) if per_feat.get(f, 0) / T < 0.10)
-    rep.add("per-feature coverage (each >=10%)", not low, ", ".join(low))
-    undefined = sorted(set(per_feat) - defined) if defined else []
-    rep.add("features defined in weakness report", not undefined, ", ".join(undefined[:5]))
-    rep.add("skeleton-source (>=30%)", n_skel / T >= 0.30, f"{n_skel / T:.3f}")
-    stray = sorted({f"{d}/{s}" for (d, s) in subs if (d, s) not in buckets})
-    rep.add("every bucket is in the weakness report", not stray, ", ".join(stray[:5]))
+    def share_line(key: str, ok_row, bound: float, at_least: bool, label: str) -> None:
+        """A share-of-rows line: `ok_row[k]` says whether row k counts toward the share."""
+        share = sum(ok_row) / T
+        ok = share >= bound if at_least else share <= bound
+        offenders = [at[k] for k, good in enumerate(ok_row) if good != at_least]
+        rep.add(L[key].name, ok, _detail(key, f"{share:.3f} {label}", [] if ok else offenders))
 
-    exact = collections.Counter((r["question"], r["answer"]) for r in rows)
-    dups = sum(c - 1 for c in exact.values() if c > 1)
-    rep.add("no duplicate rows", dups == 0, f"{dups} duplicates")
+    rep.add(L["count"].name, rules.MIN_ROWS <= len(rows) <= rules.MAX_ROWS, f"{len(rows)} rows")
+    rep.add(L["domains"].name, len(doms) >= rules.MIN_DOMAINS,
+            _detail("domains", f"{len(doms)} domains: " + ", ".join(map(str, sorted(doms, key=str)))))
+    thin = sorted((d for d in doms if sum(1 for (x, _) in subs if x == d) < rules.MIN_SUBS_PER_DOMAIN), key=str)
+    rep.add(L["subs"].name, not thin, _detail("subs", "domains with fewer: " + ", ".join(map(str, thin))))
+    small = sorted((b for b, c in subs.items() if c / T < rules.MIN_BUCKET_SHARE), key=str)
+    rep.add(L["bucket_share"].name, bool(subs) and not small,
+            _detail("bucket_share", (f"smallest {min(subs.values()) / T:.3f}; under "
+                                     f"{rules.MIN_BUCKET_SHARE}: " + ", ".join(f"{d}/{s} ({subs[(d, s)]} rows)"
+                                                                           for d, s in small))
+                    if subs else "no buckets"))
+    share_line("hard", [lv == "hard" for lv in level], rules.MIN_HARD, True, "hard")
+    share_line("easy", [lv == "easy" for lv in level], rules.MAX_EASY, False, "easy")
+    share_line("two_features", [len(f) >= 2 for f in feats], rules.MIN_TWO_FEATURES, True,
+               "with >=2 features")
+    share_line("three_features", [len(f) >= 3 for f in feats], rules.MIN_THREE_FEATURES, True,
+               "with >=3 features")
+    low = sorted(f for f in (defined or per_feat) if per_feat.get(f, 0) / T < rules.MIN_FEATURE_SHARE)
+    rep.add(L["feature_share"].name, not low,
+            _detail("feature_share", "under the bar: " + ", ".join(
+                f"{f} ({per_feat.get(f, 0) / T:.3f})" for f in low)))
+    undefined = sorted(set(per_feat) - defined) if defined else []
+    rep.add(L["features_defined"].name, not undefined,
+            _detail("features_defined", "not defined: " + ", ".join(undefined),
+                    [at[k] for k, fs in enumerate(feats) if fs & set(undefined)]))
+    share_line("skeleton", skel, rules.MIN_SKELETON, True, "skeleton")
+    stray = sorted((b for b in subs if b not in buckets), key=str)
+    rep.add(L["buckets_known"].name, not stray,
+            _detail("buckets_known", "not in weakness.json: " + ", ".join(f"{d}/{s}" for d, s in stray),
+                    [at[k] for k, b in enumerate(bucket) if b in stray]))
+
+    first: dict = {}
+    dup_at = []
+    for k, r in enumerate(rows):
+        if first.setdefault((r["question"], r["answer"]), k) != k:
+            dup_at.append(at[k])
+    rep.add(L["duplicates"].name, not dup_at, _detail("duplicates", f"{len(dup_at)} duplicates", dup_at))
     # clones among distinct rows (an exact duplicate is reported by the line above)
-    distinct = {(r["question"], r["answer"]): r for r in rows}.values()
-    keys = collections.Counter(clone_key(r["question"]) for r in distinct)
-    clones = sum(c - 1 for c in keys.values() if c > 1)
-    rep.add("no clone pairs", clones == 0, f"{clones} clones")
+    keys = [clone_key(r["question"]) for r in rows]
+    seen_key: set = set()
+    clone_at = []
+    for k, key in enumerate(keys):
+        if first[(rows[k]["question"], rows[k]["answer"])] != k:
+            continue
+        if key in seen_key:
+            clone_at.append(at[k])
+        seen_key.add(key)
+    rep.add(L["clones"].name, not clone_at,
+            _detail("clones", f"{len(clone_at)} clones (each line is a clone of an earlier row)", clone_at))
     prior_keys: set[str] = set()
     for p in prior:
         prior_rows, _ = load_rows(p)
         prior_keys |= {clone_key(r["question"]) for r in prior_rows}
-    cross = sum(1 for k in keys if k in prior_keys)
-    rep.add("no clone of a prior iteration's row", cross == 0, f"{cross} clones")
-    depth_ok, worst = True, ""
+    cross_at = [at[k] for k, key in enumerate(keys) if key in prior_keys]
+    rep.add(L["prior_clones"].name, not cross_at,
+            _detail("prior_clones", f"{len(cross_at)} clones", cross_at))
     by_bucket: dict = collections.defaultdict(collections.Counter)
-    for i in info:
-        by_bucket[(i.get("domain"), i.get("sub_domain"))][i.get("reasoning_depth")] += 1
-    for b, c in by_bucket.items():
-        share = max(c.values()) / sum(c.values())
-        if share > 0.70:
-            depth_ok, worst = False, f"{b[0]}/{b[1]}: {share:.2f}"
-            break
-    rep.add("no reasoning depth >70% within a bucket", depth_ok, worst)
+    for b, i in zip(bucket, info):
+        by_bucket[b][i.get("reasoning_depth")] += 1
+    heavy = {}
+    for b, c in sorted(by_bucket.items(), key=lambda kv: str(kv[0])):
+        depth, count = c.most_common(1)[0]
+        if count / sum(c.values()) > rules.MAX_DEPTH_SHARE:
+            heavy[b] = (depth, count / sum(c.values()))
+    rep.add(L["depth"].name, not heavy, _detail(
+        "depth", "; ".join(f"{d}/{s}: reasoning_depth {v[0]!r} on {v[1]:.2f}" for (d, s), v in heavy.items())
+        + ("" if all(v[0] is not None for v in heavy.values()) else
+           " (None: the rows have no info.reasoning_depth)"),
+        [at[k] for k, (b, i) in enumerate(zip(bucket, info))
+         if b in heavy and i.get("reasoning_depth") == heavy[b][0]]))
+    if scored is None:
+        rep.add(L["accurate"].name, False, "not scored: run inside a run directory or pass --env ENV")
+    else:
+        lines = set(at)   # the well-formed rows only: the others fail "rows well-formed"
+        mine = {**scored, "rows": [r for r in scored["rows"] if r["line"] in lines]}
+        n_bad, detail = accuracy.failures(mine)
+        unscored = len(rows) - len(mine["rows"])
+        rep.add(L["accurate"].name, n_bad == 0 and unscored == 0,
+                f"{n_bad} of {len(mine['rows'])} rows below full reward: {detail}" if n_bad else
+                f"{unscored} rows not scored (the scores are of another file)")
     if eval_fingerprints is None:
-        rep.add("no overlap with the eval split (blind)", False,
+        rep.add(L["decontam"].name, False,
                 "no eval fingerprints: run inside a run directory or pass --env ENV")
     else:
-        hits = decontam.overlapping_rows(rows, eval_fingerprints)
-        rep.add("no overlap with the eval split (blind)", not hits,
-                f"{len(hits)} of our rows share an eval {eval_fingerprints['n']}-gram: lines "
-                + ", ".join(map(str, hits[:10])) if hits else "")
+        hits = [at[i - 1] for i in decontam.overlapping_rows(rows, eval_fingerprints)]
+        rep.add(L["decontam"].name, not hits,
+                f"{len(hits)} of our rows cover most of one eval row's rare "
+                f"{eval_fingerprints['n']}-grams: lines " + ", ".join(map(str, hits[:10]))
+                if hits else "")
     return rep

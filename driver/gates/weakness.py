@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-MIN_ROWS, MAX_ROWS = 500, 1000
+from driver.gates.rules import MAX_ROWS, MIN_BUCKET_SHARE, MIN_ROWS
 
 
 class _Open(BaseModel):
@@ -55,7 +55,7 @@ class WeaknessSpec(_Open):
         total = sum(self.allocations.values())
         if not MIN_ROWS <= total <= MAX_ROWS:
             raise ValueError(f"allocations sum to {total}, not within [{MIN_ROWS}, {MAX_ROWS}]")
-        small = sorted(k for k, v in self.allocations.items() if v < 0.03 * total)
+        small = sorted(k for k, v in self.allocations.items() if v < MIN_BUCKET_SHARE * total)
         if small:
             raise ValueError(f"allocations below 3% of {total}: {', '.join(small[:5])}")
         names = [f.name for f in self.structural_features]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ class Arm:
     resume_step: int | None   # iter_0's final step, or None to start from base
     package: str | None = None   # generated env package name
     dataset: Path | None = None  # rows for the generated env
+    full_eval: bool = False      # a control: evaluated on the hub's whole eval split
 
     @property
     def out(self) -> Path:
@@ -41,11 +43,20 @@ class Arm:
         return (self.resume_step or 0) + steps_per_run
 
 
-def expected_eval_rows(ctx: Ctx) -> int:
+def arm_knobs(ctx: Ctx, arm: Arm):
+    """The run's knobs; a control evaluates on the hub's whole eval (and selection) split, as
+    the procedure asks, where iterations use --eval-examples of them."""
+    if not arm.full_eval:
+        return ctx.knobs
+    sizes = [ctx.hub["eval_size"], (ctx.hub.get("selection") or {}).get("size", 0)]
+    return dataclasses.replace(ctx.knobs, eval_examples=max(ctx.knobs.eval_examples, *sizes))
+
+
+def expected_eval_rows(ctx: Ctx, arm: Arm) -> int:
     """Rows of the final eval file: every eval env block the configs carry (the eval split, and
     the selection split when the hub env has one), as the dialect renders them."""
     return sum(b["num_examples"] * b["rollouts_per_example"]
-               for b in ctx.dialect.eval_env_blocks(ctx.hub, ctx.knobs))
+               for b in ctx.dialect.eval_env_blocks(ctx.hub, arm_knobs(ctx, arm)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -137,7 +148,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
     st = ctx.state
     final = arm.final_step(st.steps_per_run)
     eval_file = ctx.dialect.eval_file(arm.out, final)
-    expected = expected_eval_rows(ctx)
+    expected = expected_eval_rows(ctx, arm)
     done_marker = arm.dir / "train_done.json"
     if done_marker.exists():
         return
@@ -258,8 +269,20 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         summary.update(extra or {})
         faults.point("evaluate:before-summary")
         atomic_write_json(summary_path, summary)
+        ctx.say(f"[{arm.name}] evaluated: " + _accuracy_line(summary))
     faults.point("evaluate:after-summary")
     return summary
+
+
+def _accuracy_line(summary: dict) -> str:
+    """"eval 34.5% [28.3, 41.2] (n = 200); selection 31.0% [...] (n = 200)": numbers only."""
+    parts = []
+    for label, s in (("eval", summary), ("selection", summary.get("selection"))):
+        if s and s.get("n_eval"):
+            lo, hi = evaluation.wilson_interval(round(s["eval_acc"] * s["n_eval"]), s["n_eval"])
+            parts.append(f"{label} {100 * s['eval_acc']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] "
+                         f"(n = {s['n_eval']})")
+    return "; ".join(parts) or "no eval rows"
 
 
 def _train_reward(ctx: Ctx, arm: Arm) -> dict:

@@ -17,7 +17,7 @@ from driver import envs, scratchpad, training
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.evaluation import selection_score
-from driver.phases.arm import Arm, evaluate, install_env, metrics_entry, train
+from driver.phases.arm import Arm, arm_knobs, evaluate, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
 ARMS = {"run_a": "run_a_best_from_iter0", "run_b": "run_b_combined_from_base",
@@ -28,6 +28,7 @@ PURPOSES = {"run_a": "best dataset replayed from iter_0",
 
 
 def best_iteration(ctx: Ctx) -> dict | None:
+    """The best evaluated iteration (>= 1) and its artifacts' paths; reads only."""
     iters = [m for m in ctx.rd.load_metrics()["iters"]
              if m.get("iter", 0) >= 1 and m.get("eval_acc") is not None]
     if not iters:
@@ -43,8 +44,14 @@ def best_iteration(ctx: Ctx) -> dict | None:
               "dataset": str(rel / "dataset.jsonl"),
               "env_dir": str(rel / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
               "rl_toml": str(rel / "rl.toml")}
+    return record
+
+
+def record_best(ctx: Ctx) -> dict | None:
+    """best_iteration, written to best_iter.json (by finalize only; `report` and `status` read)."""
+    record = best_iteration(ctx)
     path = ctx.rd.path / "best_iter.json"
-    if not path.exists() or read_json(path) != record:
+    if record is not None and (not path.exists() or read_json(path) != record):
         atomic_write_json(path, record)
     return record
 
@@ -84,14 +91,16 @@ def run_control(ctx: Ctx, which: str) -> None:
         _record_failure(ctx, which, e)
         return
     arm = Arm(which, d, resume_step=resume,
-              package=envs.package_name(ctx.state.dataset, which, ctx.state.env_tag), dataset=data)
+              package=envs.package_name(ctx.state.dataset, which, ctx.state.env_tag), dataset=data,
+              full_eval=True)
     try:
         install_env(ctx, arm)
         cfg = d / "rl.toml"
         if not cfg.exists():
             gen_block = ctx.dialect.train_env_block(arm.package, name=arm.package)
             train_envs = [_hub_train_block(ctx), gen_block] if which == "run_b" else [gen_block]
-            text = ctx.dialect.render_run(arm=which, purpose=PURPOSES[which], hub=ctx.hub, knobs=ctx.knobs,
+            text = ctx.dialect.render_run(arm=which, purpose=PURPOSES[which], hub=ctx.hub,
+                                          knobs=arm_knobs(ctx, arm),
                                           train_envs=train_envs, resume_step=resume)
             ctx.dialect.check_rendered(text)
             atomic_write_text(cfg, text)

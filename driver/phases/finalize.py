@@ -4,7 +4,7 @@ from __future__ import annotations
 from driver import scratchpad, stats
 from driver.context import Ctx
 from driver.evaluation import selection_score, wilson_interval
-from driver.phases.controls import ARMS, best_iteration
+from driver.phases.controls import ARMS, best_iteration, record_best
 from driver.state import now, read_json
 
 
@@ -129,7 +129,9 @@ def table(rows: list[dict]) -> str:
                          "; Holm p adjusts each iteration's McNemar p for the number compared."
                          if holm else "."))
     lines.append("strict: the env's reward; lenient: the right number in any format (a zero-weight "
-                 "metric). Lift: paired on the same eval examples; p: exact McNemar; CI: Newcombe. "
+                 "metric). Lift: paired on the eval examples both arms answered (controls are "
+                 "evaluated on the whole eval split, iterations on --eval-examples of it); p: "
+                 "exact McNemar; CI: Newcombe. "
                  "vs prev: the seed's verdict against the previous iteration.")
     return "\n".join(lines)
 
@@ -141,6 +143,17 @@ def finalize(ctx: Ctx) -> str:
         st.total_duration_s = st.end_ts - st.start_ts
     st.status = st.loop_end or "completed"
     ctx.save()
-    text = table(summary_rows(ctx))
+    record_best(ctx)
+    text = summary_text(ctx)
     scratchpad.render(ctx, final_table=text)
+    return text
+
+
+def summary_text(ctx: Ctx) -> str:
+    """The summary table, and, when a stand-in trainer made the numbers, which one."""
+    st = ctx.state
+    text = table(summary_rows(ctx))
+    if st.trainer_stand_in:
+        text += (f"\nTrainer: a stand-in for prime-rl ({st.trainer_stand_in}, from "
+                 f"DRIVER_RL_COMMAND); the model name {st.model} was only passed to it.")
     return text

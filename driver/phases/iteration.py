@@ -4,15 +4,18 @@ Every iteration resumes from iter_0's checkpoint (the anchor), never from base o
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 from driver import envs, evaluation, faults, generator, scratchpad, teachers
 from driver.context import Ctx
 from driver.errors import DriverError
+from driver.gates import accuracy
 from driver.gates import aux_rewards as aux_gate
 from driver.gates import dataset as gate
 from driver.gates import decontam
+from driver.gates import hparams as hparams_gate
 from driver.gates import weakness as weakness_gate
 from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
@@ -116,10 +119,18 @@ def dataset(ctx: Ctx, n: int) -> str:
         weakness_json = weakness_gate.load(d / "weakness.json")
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
+        try:   # the ACCURATE pillar: the hub rubric scores every row's reasoning
+            scored = accuracy.score_rows(ctx.backend.python, ctx.hub["env_id"],
+                                         ctx.hub.get("env_args"), d / "dataset.jsonl")
+        except RuntimeError as e:
+            raise DriverError(f"[iter_{n}] {e}\nThe hub env loaded at introspection; check "
+                              f"{ctx.backend.python} still has it, then `driver resume`.") from None
         report = gate.check(d / "dataset.jsonl", weakness_json, prior,
-                            decontam.cached_fingerprints(ctx.rd.path, ctx.backend.python, ctx.hub))
+                            decontam.cached_fingerprints(ctx.rd.path, ctx.backend.python, ctx.hub),
+                            scored)
         if (d / "aux_rewards.py").exists():
             report.lines += aux_gate.check(d / "aux_rewards.py", weakness_json).lines
+        report.lines += hparams_gate.check(d).lines
         failures = report.failures()
         atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures})
         if report.passed:
@@ -142,7 +153,8 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
     ctx.say(f"[iter_{n}] dataset rejected (attempt {attempts}/{ctx.state.teacher_retries}): "
             + "; ".join(failures[:4]))
     # set the teacher's outputs and their products aside, so all are written again
-    for name in (*teachers.OUTPUTS, "dataset.jsonl", "dataset_record.json", "probe.json"):
+    for name in (*teachers.OUTPUTS, hparams_gate.FILE, "dataset.jsonl", "dataset_record.json",
+                 "probe.json"):
         p = d / name
         if p.exists():
             p.rename(d / f"{name}.rejected-{attempts}")
@@ -177,11 +189,12 @@ def probe(ctx: Ctx, n: int) -> str:
             ctx.say(f"[iter_{n}] probe skipped: {why}")
             return "ok"
         arm = arm_for(ctx, n)
+        knobs = iteration_knobs(ctx, n)   # the student samples as this iteration will train
         model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
         out = d / "probe_rollouts.jsonl"
         args = [*cmd, "--model", str(model), "--env-id", arm.package, "--prompts",
                 str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
-                str(st.max_completion_tokens), "--temperature", str(st.temperature),
+                str(knobs.train_max_tokens), "--temperature", str(knobs.train_temperature),
                 "--seed", str(st.seed), "--output", str(out)]
         faults.point("probe:before-launch")
         with open(d / "probe.log", "w") as log:
@@ -219,13 +232,19 @@ def environment(ctx: Ctx, n: int) -> None:
     install_env(ctx, arm_for(ctx, n))
 
 
+def iteration_knobs(ctx: Ctx, n: int):
+    """The run's knobs with the teacher's hparams.json for this iteration (gated with the
+    dataset) applied; every other arm keeps the run's."""
+    return dataclasses.replace(ctx.knobs, **hparams_gate.knob_overrides(hparams_gate.load(ctx.iter_dir(n))))
+
+
 def train_iteration(ctx: Ctx, n: int) -> None:
     arm = arm_for(ctx, n)
     cfg = arm.dir / "rl.toml"
     if not cfg.exists():
         text = ctx.dialect.render_run(
             arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
-            hub=ctx.hub, knobs=ctx.knobs,
+            hub=ctx.hub, knobs=iteration_knobs(ctx, n),
             train_envs=[ctx.dialect.train_env_block(arm.package)], resume_step=arm.resume_step)
         ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
         atomic_write_text(cfg, text)
@@ -244,9 +263,15 @@ def evaluate_iteration(ctx: Ctx, n: int) -> None:
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(
         summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
         verdict=evaluation.verdict(summary["eval_acc"], prev, iter0), **teacher_usage(ctx, n),
-        **probe_figures(ctx, n)))
+        **probe_figures(ctx, n), **hparams_record(ctx, n)))
     faults.point("evaluate:after-metrics")
     scratchpad.render(ctx)
+
+
+def hparams_record(ctx: Ctx, n: int) -> dict:
+    """{"hparams": {...}} when the teacher set this iteration's hyperparameters."""
+    h = hparams_gate.load(ctx.iter_dir(n))
+    return {"hparams": h.model_dump(exclude_none=True)} if h is not None else {}
 
 
 def teacher_usage(ctx: Ctx, n: int) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from driver import envs, faults, scratchpad
+from driver import envs, evaluation, faults, scratchpad, teachers
 from driver.context import Ctx
 from driver.errors import DriverError, UsageError
 from driver.phases.arm import Arm, evaluate, metrics_entry, train
@@ -16,11 +16,35 @@ def introspect(ctx: Ctx) -> None:
         atomic_write_json(ctx.rd.metrics_json, {"iters": [], "controls": []})
     if not ctx.rd.scratchpad.exists():
         scratchpad.render(ctx)
-    if ctx.rd.hub_env_json.exists():
-        return
+    if not ctx.rd.hub_env_json.exists():
+        _introspect(ctx)
+    # before anything trains: a teacher that cannot teach on this env stops the run here (exit
+    # 2), resumable with another teacher, instead of after hours of iter_0
+    teachers.preflight(ctx.state, ctx.hub)
+    warning = think_parser_warning(ctx.state.model, ctx.hub)
+    if warning:
+        ctx.say(f"[introspect] warning: {warning}")
+
+
+def think_parser_warning(model: str, hub: dict) -> str | None:
+    """A Qwen3 student writes <think>...</think> before its answer; a hub parser that strips
+    think blocks (ThinkParser and its kin) changes what the rubric sees. The generated env mirrors
+    the hub's parser regardless (the hub author's call), so the run says so before iter_0."""
+    parser = str(hub.get("parser_class", ""))
+    if "qwen3" in model.lower() and "think" in parser.lower():
+        return (f"the student {model} emits <think>...</think> blocks and the hub parser "
+                f"{parser} strips them before the rubric scores the answer. The generated envs "
+                "mirror the hub's parser, as they must; check on iter_0's train rollouts that "
+                "answers after the think block earn reward (a think block cut off by the token "
+                "limit leaves no answer).")
+    return None
+
+
+def _introspect(ctx: Ctx) -> None:
     env_id = ctx.state.dataset
     try:
-        info, fingerprints = envs.introspect_with_fingerprints(ctx.backend.python, env_id)
+        info, fingerprints = envs.introspect_with_fingerprints(
+            ctx.backend.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id)
     except DriverError:
         ctx.state.status = "aborted"
         ctx.state.reason = "hub env not found"
@@ -62,25 +86,31 @@ def baseline(ctx: Ctx) -> None:
     scratchpad.render(ctx)
 
 
+def init_from_problems(dialect, src: Path) -> tuple[int | None, list[str]]:
+    """(final step, what is missing) for a prior run reused as iter_0: its run.json and
+    metrics.json, the final step's weights files, all four checkpoint trees a resuming arm
+    pre-stages, and its train and eval rollouts. Checked by `driver run` before anything starts."""
+    out = Path(src) / "prime_out"
+    steps = dialect.steps(out / "weights")
+    if not steps:
+        return None, [f"no weights/step_N under {out}"]
+    f = steps[-1]
+    required = [Path(src) / "run.json", Path(src) / "metrics.json",
+                *(out / "weights" / f"step_{f}" / n for n in ("model.safetensors", "config.json", "tokenizer.json")),
+                *dialect.checkpoint_trees(out, f),
+                dialect.train_file(out, f), dialect.eval_file(out, f)]
+    return f, [str(p) for p in required if not p.exists()]
+
+
 def init_from(ctx: Ctx) -> None:
-    """Phase 2A: reuse a prior run as iter_0, in place (symlinks, no copies of weights)."""
+    """Phase 2A: reuse a prior run as iter_0, in place (symlinks, no copies of weights). Its
+    final eval is aggregated like any arm's (numbers only), so the inherited baseline carries
+    per-example results and every later arm gets a paired lift against it."""
     src = Path(ctx.state.init_from)
     out = src / "prime_out"
-    steps = ctx.dialect.steps(out / "weights")
-    if not steps:
-        raise UsageError(f"--init-from {src}: no weights/step_N under {out}")
-    f = steps[-1]
-    required = [src / "run.json", src / "metrics.json",
-                *(out / "weights" / f"step_{f}" / n for n in ("model.safetensors", "config.json", "tokenizer.json")),
-                out / "checkpoints" / f"step_{f}" / "trainer",
-                ctx.dialect.train_file(out, f), ctx.dialect.eval_file(out, f)]
-    missing = [str(p) for p in required if not p.exists()]
+    f, missing = init_from_problems(ctx.dialect, src)
     if missing:
         raise UsageError(f"--init-from {src} is missing: {', '.join(missing)}")
-    prior = read_json(src / "metrics.json")
-    accs = [i.get("eval_acc") for i in prior.get("iters", []) if i.get("eval_acc") is not None]
-    if not accs:
-        raise UsageError(f"--init-from {src}: its metrics.json records no eval_acc")
     dst = ctx.iter_dir(0) / "prime_out"
     for tree in ctx.dialect.checkpoint_trees(out, f) + [ctx.dialect.rollouts_dir(out) / f"step_{f}"]:
         if tree.exists():
@@ -88,12 +118,12 @@ def init_from(ctx: Ctx) -> None:
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists():
                 os.symlink(tree, link)
-    summary = {"eval_acc": accs[-1], "source": "init-from", "final_step": f,
-               "checkpoint": str(out / "weights" / f"step_{f}"), "correct_by_example": None}
+    summary = evaluation.aggregate(ctx.dialect.eval_file(out, f), selection_env=ctx.dialect.selection_env)
+    summary.update({"source": "init-from", "final_step": f, "rows": None,
+                    "checkpoint": str(out / "weights" / f"step_{f}")})
     atomic_write_json(ctx.iter_dir(0) / "eval_summary.json", summary)
     atomic_write_json(ctx.iter_dir(0) / "train_done.json", {"final_step": f, "source": "init-from"})
-    ctx.rd.upsert_metric("iters", "iter", {"iter": 0, "eval_acc": accs[-1], "source": "init-from",
-                                           "checkpoint": summary["checkpoint"], "final_step": f})
+    ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))
     ctx.state.iter_0_source, ctx.state.iter_0_path, ctx.state.iter_0_step = "init-from", str(src), f
     ctx.save()
     scratchpad.render(ctx)

@@ -53,6 +53,30 @@ def outputs_present(iter_dir: Path) -> bool:
 NAMES = ("builtin", "agent", "llm")
 
 
+def preflight(state, hub: dict) -> None:
+    """Refuse, before anything trains, a teacher that cannot teach on this env: the built-in
+    teacher without a family generator for it, the LLM teacher without its key variable set."""
+    import os
+
+    from driver.errors import UsageError
+
+    switch = ("Switch teacher with `driver resume RUN_DIR --teacher agent` (a coding agent "
+              "writes the generator from TEACHER.md) or `--teacher llm --llm-model NAME` (an API).")
+    if state.teacher == "builtin":
+        from generators import FAMILIES, family_of
+
+        family = family_of(hub)
+        if family not in FAMILIES:
+            raise UsageError(
+                f"the built-in teacher has no family generator for '{family}' (it has: "
+                f"{', '.join(FAMILIES)}), so it cannot write rows for this env. " + switch)
+    if state.teacher == "llm" and state.llm is not None and not os.environ.get(state.llm.key_env):
+        raise UsageError(
+            f"the LLM teacher reads its API key from ${state.llm.key_env}, which is not set. "
+            f"Export it (the key is never written to disk), or pass --llm-key-env NAME, then "
+            "`driver resume RUN_DIR`; or switch with `driver resume RUN_DIR --teacher agent`.")
+
+
 def get(state):
     """The teacher a run asked for (`state` is its RunState)."""
     from driver.errors import UsageError

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from driver import resources
 from driver.errors import WaitingForTeacher
+from driver.gates import hparams, rules
 from driver.state import atomic_write_text
 from driver.teachers import OUTPUTS, Brief, outputs_present
 
@@ -14,7 +15,8 @@ class AgentTeacher:
         if outputs_present(brief.iter_dir):
             return
         text = resources.jinja().get_template("teacher_brief.md.j2").render(
-            b=brief, outputs=OUTPUTS, hub=brief.hub,
+            b=brief, outputs=OUTPUTS, hub=brief.hub, rules=rules,
+            hparams_bounds=hparams.bounds_markdown(),
             prior=[str(p) for p in brief.prior_reports],
             prior_datasets=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports
                             if (p.parent / "dataset.jsonl").exists()])

@@ -18,6 +18,7 @@ import time
 
 from driver import resources
 from driver.errors import DriverError
+from driver.gates import rules
 from driver.state import atomic_write_json, atomic_write_text, read_json
 from driver.teachers import OUTPUTS, Brief, outputs_present
 
@@ -60,7 +61,7 @@ def render_prompt(brief: Brief) -> tuple[str, str]:
     system = env.get_template("teacher_llm/system.md.j2").render()
     user = env.get_template("teacher_llm/user.md.j2").render(
         b=brief, hub_json=json.dumps(brief.hub, indent=2, default=str)[:8000], rows=shown,
-        total_rows=len(rows), prior=prior, rejected_script=rejected)
+        total_rows=len(rows), prior=prior, rejected_script=rejected, rules=rules)
     return system, user
 
 

@@ -62,17 +62,18 @@ def split_think(text: str) -> str | None:
 
 
 def parse_answer_json(text: str | None, truncated: bool = False) -> dict:
-    """Strict parse: one complete JSON object of <= 256 characters holding exactly an integer
+    """Strict parse: one complete JSON object, the text as emitted <= 256 characters, holding exactly an integer
     final_stock in 0..300. Returns {"valid", "value", "reason"}."""
     if truncated:
         return {"valid": False, "value": None, "reason": "truncated"}
     if not isinstance(text, str):
         return {"valid": False, "value": None, "reason": "no_answer"}
-    answer = text.strip()
-    if len(answer) > MAX_ANSWER_CHARS:
+    # the limit applies to the text as emitted: whitespace counts (seed 003 checks the raw
+    # text); json.loads itself still accepts the whitespace around one object
+    if len(text) > MAX_ANSWER_CHARS:
         return {"valid": False, "value": None, "reason": "oversized"}
     try:
-        obj = json.loads(answer, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+        obj = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
         if type(obj) is not dict or set(obj) != {"final_stock"}:
             raise ValueError("exactly one field, final_stock, required")
         value = obj["final_stock"]

@@ -1,0 +1,121 @@
+"""Does the loop lift the student, on more than one seed? Runs the default demo (`driver run`,
+the README's first command) once per seed and prints, per seed, the best iteration's lift on
+the *test* split over iter_0 and over control C (untargeted rows), each with its Newcombe 95%
+interval and exact McNemar p, so no single lucky seed carries the claim.
+
+    python bench/lift.py                         # seeds 0, 1, 2 (about 30 minutes on 2 cores)
+    python bench/lift.py --seeds 0 -- --budget 3m    # anything after -- goes to `driver run`
+    python bench/lift.py --runs RUN_DIR [RUN_DIR ...]   # summarise finished runs only
+
+The best iteration is chosen on the selection split (validation) by the driver; this bench only
+reads the summary the driver computed, from numeric records.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def run_seed(seed: int, runs_dir: Path, extra: list[str]) -> Path:
+    seed_dir = runs_dir / f"seed_{seed}"
+    seed_dir.mkdir(parents=True, exist_ok=True)
+    log = seed_dir / "driver_run.log"
+    t0 = time.time()
+    print(f"[seed {seed}] driver run --seed {seed} {' '.join(extra)} (log: {log})", flush=True)
+    with log.open("w") as fh:
+        rc = subprocess.run([sys.executable, "-m", "driver.cli", "run", "--seed", str(seed),
+                             "--runs-dir", str(seed_dir), *extra],
+                            stdout=fh, stderr=subprocess.STDOUT, cwd=ROOT).returncode
+    runs = sorted(p for p in seed_dir.iterdir() if (p / "run.json").exists())
+    if rc != 0 or not runs:
+        sys.exit(f"[seed {seed}] driver run exited {rc}; see {log}")
+    print(f"[seed {seed}] done in {time.time() - t0:.0f} s: {runs[-1]}", flush=True)
+    return runs[-1]
+
+
+def summarise(run_dir: Path) -> dict:
+    from driver import dialects
+    from driver.context import Ctx
+    from driver.phases.finalize import summary_rows
+    from driver.state import RunDir
+
+    rd = RunDir(run_dir)
+    state = rd.load()
+    rows = summary_rows(Ctx(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect),
+                            quiet=True))
+    by_arm = {r["arm"]: r for r in rows}
+    best = next((r for r in rows if r["best"]), None)
+    trained = [r for r in rows if r["arm"].startswith("iter_") and r["arm"] != "iter_0"
+               and not r["skipped"] and r["eval_acc"] is not None]
+    c = by_arm.get("run_c") or {}
+    return {"run_dir": str(run_dir), "seed": state.seed,
+            "minutes": round(((state.end_ts or time.time()) - state.start_ts) / 60, 1),
+            "trained_iterations": len(trained),
+            "controls": sorted(a for a in by_arm if a.startswith("run_") and by_arm[a]["eval_acc"] is not None),
+            "iter0_acc": (by_arm.get("iter_0") or {}).get("eval_acc"),
+            "best": best["arm"] if best else None,
+            "best_selection_acc": best.get("selection_acc") if best else None,
+            "best_acc": best["eval_acc"] if best else None,
+            "n": best["n"] if best else None,
+            "best_vs_iter0": best.get("vs_iter0") if best else None,
+            "run_c_acc": c.get("eval_acc"),
+            "best_vs_run_c": c.get("best_vs_run_c")}
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _cmp(v: dict | None) -> str:
+    if not v or not v.get("n"):
+        return "-"
+    lo, hi = v["lift_ci"]
+    return f"{100 * v['lift']:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] p={v['p_value']:.3g}"
+
+
+def render(res: list[dict]) -> str:
+    lines = [f"{'seed':<5}{'min':>5}{'trained':>8}  {'iter_0 %':>8}  {'best':<7}{'val %':>6}"
+             f"{'test %':>7}  {'best - iter_0 [95% CI] p':<30}{'C %':>6}  best - C [95% CI] p"]
+    for r in res:
+        lines.append(f"{r['seed']:<5}{r['minutes']:>5}{r['trained_iterations']:>8}  "
+                     f"{_pct(r['iter0_acc']):>8}  {r['best'] or '-':<7}{_pct(r['best_selection_acc']):>6}"
+                     f"{_pct(r['best_acc']):>7}  {_cmp(r['best_vs_iter0']):<30}{_pct(r['run_c_acc']):>6}  "
+                     f"{_cmp(r['best_vs_run_c'])}")
+    signs = [(r["best_vs_iter0"] or {}).get("lift") for r in res]
+    known = [s for s in signs if s is not None]
+    lines.append(f"best vs iter_0 positive on {sum(s > 0 for s in known)} of {len(res)} seeds; "
+                 f"vs C positive on {sum(((r['best_vs_run_c'] or {}).get('lift') or 0) > 0 for r in res)} "
+                 f"of {len(res)}. test split, n = {res[0]['n'] if res else '-'} per arm; the best "
+                 "iteration is chosen on the validation split.")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
+    ap.add_argument("--runs-dir", default=str(ROOT / "runs" / "lift"),
+                    help="where each seed's run directory goes (default runs/lift)")
+    ap.add_argument("--runs", nargs="+", help="finished run directories: summarise, run nothing")
+    ap.add_argument("--json", action="store_true", help="print the per-seed records as JSON")
+    a = ap.parse_args(argv)
+    if a.runs:
+        dirs = [Path(p) for p in a.runs]
+    else:
+        dirs = [run_seed(int(s), Path(a.runs_dir), extra) for s in a.seeds.split(",")]
+    res = [summarise(d) for d in dirs]
+    print(json.dumps(res, indent=2) if a.json else render(res))
+
+
+if __name__ == "__main__":
+    main()
