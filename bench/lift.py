@@ -92,8 +92,9 @@ def render(res: list[dict]) -> str:
     known = [s for s in signs if s is not None]
     lines.append(f"best vs iter_0 positive on {sum(s > 0 for s in known)} of {len(res)} seeds; "
                  f"vs C positive on {sum(((r['best_vs_run_c'] or {}).get('lift') or 0) > 0 for r in res)} "
-                 f"of {len(res)}. test split, n = {res[0]['n'] if res else '-'} per arm; the best "
-                 "iteration is chosen on the validation split.")
+                 f"of {len(res)}. test split"
+                 + "".join(f", n = {n} per arm" for n in {r["n"] for r in res if r["n"]})
+                 + "; the best iteration is chosen on the validation split.")
     return "\n".join(lines)
 
 

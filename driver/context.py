@@ -10,6 +10,7 @@ from driver import dialects
 from driver.backends import Backend, resolve
 from driver.dialects.classic import Knobs
 from driver.state import RunDir, RunState, read_json
+from driver.training import DEFAULT_POLL_CAP_S
 
 
 @dataclass
@@ -19,7 +20,7 @@ class Ctx:
     backend: Backend
     dialect: object
     poll_interval: float = 1.0
-    poll_cap_s: float = 2 * 60 * 60
+    poll_cap_s: float = DEFAULT_POLL_CAP_S
     quiet: bool = False
     _hub: dict | None = field(default=None, repr=False)
 

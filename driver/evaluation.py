@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from driver.diagnose import SUCCESS_THRESHOLD
 from driver.errors import DriverError
 from driver.state import iter_jsonl
 
@@ -59,7 +60,7 @@ def _summarize(views: list[dict]) -> dict:
     lenient: list[float] = []
     for v in views:
         ok = v["metrics"].get("is_correct")
-        ok = int(ok >= 0.5) if ok is not None else int(v["reward"] >= 0.5)
+        ok = int(ok >= SUCCESS_THRESHOLD) if ok is not None else int(v["reward"] >= SUCCESS_THRESHOLD)
         oks.append(ok)
         by_example.setdefault(str(v["example_id"]), []).append(ok)
         if "lenient_correct" in v["metrics"]:

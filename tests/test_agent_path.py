@@ -205,6 +205,7 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
     assert [i["iter"] for i in m["iters"]] == [0, 1, 2]
     assert {c["run"] for c in m["controls"]} == {"run_a", "run_b", "run_c"}
     assert "Holm p" in r.stdout    # one eval split: the best is chosen where it is reported
+    assert "Shaped reward: the hub rubric's full reward is 1.2, not 1." in r.stdout
     # iteration 1's hparams.json reached its config only, and its record
     cfg = (rd / "iter_1" / "rl.toml").read_text()
     assert "lr = 3e-05" in cfg and cfg.count("max_completion_tokens = 160") == 2   # train and eval

@@ -3,6 +3,7 @@ exit codes, help."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -278,3 +279,18 @@ def test_an_unexpected_error_in_a_phase_is_recorded_in_run_json_and_resume_conti
     r = driver(["resume", str(rd)], driver_env(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((rd / "run.json").read_text())["status"] == "max_iters_reached"
+
+
+def test_a_missing_hub_env_is_installed_under_its_hub_id(tmp_path, runs):
+    # a `prime` CLI on PATH that records what it is asked and installs nothing
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "prime_calls.txt"
+    (bindir / "prime").write_text(f"#!/bin/sh\necho \"$@\" >> {calls}\nexit 1\n")
+    (bindir / "prime").chmod(0o755)
+    env = driver_env(tmp_path)
+    env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
+    r = driver(["run", "--dataset", "no_such_env", "--hub-id", "someone/no-such-env",
+                "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 2 and "prime env install someone/no-such-env" in r.stderr
+    assert calls.read_text().split() == ["env", "install", "someone/no-such-env"]

@@ -30,7 +30,6 @@ class Backend:
     command: tuple[str, ...]      # stands for prime-rl's `rl`: called as CMD @ a.toml ... --flags
     cwd: str | None               # where the command runs
     python: str                   # the interpreter that loads environments at training time
-    supports_multi_env: bool = True
     # the pre-training gradient probe (embedded_trainer.probe's contract), or None where the
     # backend has no way to sample the anchor student outside a training run
     probe: tuple[str, ...] | None = None

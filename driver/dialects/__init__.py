@@ -1,6 +1,6 @@
 """Everything that differs between library generations sits behind one small interface.
 
-The rest of the driver asks `detect()` for a dialect and never branches on versions.
+The rest of the driver asks `get(run.json's dialect)` for one and never branches on versions.
 """
 from driver.dialects.classic import ClassicDialect
 

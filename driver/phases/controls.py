@@ -9,7 +9,6 @@ A control that fails is recorded in run.json's phase4_errors and the run goes on
 """
 from __future__ import annotations
 
-import shutil
 import tomllib
 from pathlib import Path
 
@@ -85,8 +84,7 @@ def run_control(ctx: Ctx, which: str) -> None:
             if which == "run_c":
                 untargeted_rows(ctx, best, data)
             else:
-                shutil.copyfile(ctx.rd.path / best["dataset"], d / "dataset.jsonl.tmp")
-                (d / "dataset.jsonl.tmp").rename(data)
+                atomic_write_text(data, (ctx.rd.path / best["dataset"]).read_text(encoding="utf-8"))
     except (DriverError, RuntimeError, ValueError) as e:
         _record_failure(ctx, which, e)
         return

@@ -88,7 +88,7 @@ def table(rows: list[dict]) -> str:
             + f"{'strict % [95% CI]':<20}{'lenient %':>9}  "
             f"{'ID50 %':>6} {'OOD100 %':>8}  {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
             + (f"{'Holm p':>7}  " if holm else "")
-            + f"{'sig 5%':<7}{'vs prev':<10}ckpt")
+            + f"{'sig 5%':<7}{'vs prev':<10}ckpt")   # vs prev: verdict against the previous iteration
     lines = [head]
     for r in rows:
         if r["skipped"]:
@@ -156,4 +156,9 @@ def summary_text(ctx: Ctx) -> str:
     if st.trainer_stand_in:
         text += (f"\nTrainer: a stand-in for prime-rl ({st.trainer_stand_in}, from "
                  f"DRIVER_RL_COMMAND); the model name {st.model} was only passed to it.")
+    ceiling = sum(f["weight"] for f in ctx.hub.get("rubric_funcs", []) if f["weight"] > 0)
+    if ceiling and abs(ceiling - 1.0) > 1e-9:
+        text += (f"\nShaped reward: the hub rubric's full reward is {ceiling:g}, not 1. A rollout "
+                 "counts as correct (strict %) when its is_correct metric is >= 0.5, else when its "
+                 f"reward is >= 0.5 of the {ceiling:g} available.")
     return text

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
+from driver.diagnose import SUCCESS_THRESHOLD
 from driver.errors import DriverError
 from driver.state import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, outputs_present
@@ -65,7 +66,7 @@ def allocate(severities: dict[str, float], total: int = TARGET_ROWS, floor: floa
 
 
 def failed(row: dict) -> bool:
-    return float(row.get("reward", 0)) < 0.5
+    return float(row.get("reward", 0)) < SUCCESS_THRESHOLD
 
 
 def choose_style(brief: Brief, fam) -> str | None:
