@@ -627,6 +627,14 @@ def _check_base_config(path) -> None:
     if not cfg.get("orchestrator", {}).get("train", {}).get("env"):
         raise _usage(f"base config {path} has no [[orchestrator.train.env]] block, so it does not "
                      "say what iter_0 trains on; pass --base-config with one that does")
+    from driver import dialects
+    from driver.dialects import composition
+    from driver.errors import DriverError
+
+    try:   # what prime-rl would make of it alone: unknown keys, bad batch arithmetic
+        dialects.get("classic").check_effective(composition.compose(["@", str(path)]), complete=False)
+    except (composition.CompositionError, DriverError) as e:
+        raise _usage(f"base config {path} does not compose: {e}") from None
 
 
 def _llm_config(a):

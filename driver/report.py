@@ -70,7 +70,7 @@ def write(ctx: Ctx) -> Path:
              f"- status **{st.status}** · phase {st.phase} · iterations run {st.iteration}"
              + (f" · loop ended: {st.loop_end}" if st.loop_end else ""),
              f"- wall time {((st.end_ts or 0) - st.start_ts) / 60:.1f} min" if st.end_ts else "- still running",
-             "", "## Summary", "", "```", finalize.table(rows), "```", "",
+             "", "## Summary", "", "```", finalize.summary_text(ctx, rows), "```", "",
              "![eval accuracy](eval_accuracy.png)", "", "![train reward](train_reward.png)", ""]
     for r in rows:
         v = r.get("vs_iter0_by_population") or {}

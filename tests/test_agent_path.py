@@ -206,6 +206,8 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
     assert {c["run"] for c in m["controls"]} == {"run_a", "run_b", "run_c"}
     assert "Holm p" in r.stdout    # one eval split: the best is chosen where it is reported
     assert "Shaped reward: the hub rubric's full reward is 1.2, not 1." in r.stdout
+    assert driver(["report", str(rd)], env).returncode == 0
+    assert "Shaped reward: the hub rubric's full reward is 1.2, not 1." in (rd / "report.md").read_text()
     # iteration 1's hparams.json reached its config only, and its record
     cfg = (rd / "iter_1" / "rl.toml").read_text()
     assert "lr = 3e-05" in cfg and cfg.count("max_completion_tokens = 160") == 2   # train and eval
@@ -254,3 +256,16 @@ def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(
     assert [n for n, x in lines.items() if not x["ok"]] == ["reasoning earns full reward (hub rubric)"]
     detail = lines["reasoning earns full reward (hub rubric)"]["detail"]
     assert f"{bad[0]}/{bad[1]}: 100 rows, reward 0.2 of 1.2, lines 1, 2, 3, 4, 5 ..." in detail
+
+
+def test_a_qwen3_student_is_warned_before_iter_0_when_the_hub_parser_strips_think_blocks(tmp_path, runs):
+    env = _env(tmp_path)
+    r = driver(["run", "--dataset", "digit_tally", "--env-args", '{"parser_kind": "think"}',
+                "--model", "Qwen/Qwen3-0.6B", "--teacher", "agent", "--max-iters", "1",
+                "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    warning = r.stderr.index("[introspect] warning: the student Qwen/Qwen3-0.6B emits <think>")
+    assert "ThinkParser strips them" in r.stderr and warning < r.stderr.index("[iter_0]")
+    r = driver(["run", "--dataset", "digit_tally", "--model", "Qwen/Qwen3-0.6B", "--teacher", "agent",
+                "--max-iters", "1", "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 0 and "[introspect] warning" not in r.stderr    # XMLParser: no warning

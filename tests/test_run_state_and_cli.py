@@ -294,3 +294,12 @@ def test_a_missing_hub_env_is_installed_under_its_hub_id(tmp_path, runs):
                 "--runs-dir", str(runs), *FAST], env)
     assert r.returncode == 2 and "prime env install someone/no-such-env" in r.stderr
     assert calls.read_text().split() == ["env", "install", "someone/no-such-env"]
+
+
+def test_a_base_config_that_does_not_compose_is_refused_before_anything_starts(tmp_path, runs):
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text('max_steps = 3\n[orchestrator]\nbatch_size = 64\n[[orchestrator.train.env]]\nid = "x"\n'
+                   '[no_such_table]\nk = 1\n')
+    r = driver(["run", "--runs-dir", str(runs), "--base-config", str(cfg), *FAST], driver_env(tmp_path))
+    assert r.returncode == 2 and "does not compose" in r.stderr and "no_such_table" in r.stderr
+    assert list(runs.iterdir()) == []

@@ -431,3 +431,15 @@ def test_the_results_section_is_filled_in_not_appended_whatever_its_spelling(hea
     entry = f"## Iteration 1\n### (1) Understanding\nx\n{heading}\npending\n"
     filled = _RESULTS.sub(lambda m: m.group(1) + "\n" + "- eval_acc: 0.5\n", entry)
     assert filled.count("Results") == 1 and "pending" not in filled and filled.endswith("- eval_acc: 0.5\n")
+
+
+def test_the_llm_teacher_may_add_hparams_json_and_is_told_its_bounds(tmp_path):
+    from driver.teachers.llm import parse_files, render_prompt
+
+    reply = ("<<<FILE weakness.json>>>\n{}\n<<<END FILE>>>\n<<<FILE hparams.json>>>\n{\"lr\": 3e-05}\n"
+             "<<<END FILE>>>\n<<<FILE notes.txt>>>\nx\n<<<END FILE>>>")
+    assert parse_files(reply) == {"weakness.json": "{}\n", "hparams.json": "{\"lr\": 3e-05}\n"}
+    b = _brief(tmp_path, "stock_arithmetic", [{"prompt": "p", "completion": "c", "reward": 0.0}])
+    system, user = render_prompt(b)
+    assert "A fifth, hparams.json, is optional" in " ".join(system.split())
+    assert "`lr`: learning rate, in (0, 0.01]" in user and "pinned and refused" in " ".join(user.split())

@@ -149,10 +149,11 @@ def finalize(ctx: Ctx) -> str:
     return text
 
 
-def summary_text(ctx: Ctx) -> str:
-    """The summary table, and, when a stand-in trainer made the numbers, which one."""
+def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
+    """The summary table, then what a reader must know to read its numbers: a stand-in trainer
+    made them; the hub's full reward is not 1."""
     st = ctx.state
-    text = table(summary_rows(ctx))
+    text = table(summary_rows(ctx) if rows is None else rows)
     if st.trainer_stand_in:
         text += (f"\nTrainer: a stand-in for prime-rl ({st.trainer_stand_in}, from "
                  f"DRIVER_RL_COMMAND); the model name {st.model} was only passed to it.")

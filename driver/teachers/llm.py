@@ -18,7 +18,7 @@ import time
 
 from driver import resources
 from driver.errors import DriverError
-from driver.gates import rules
+from driver.gates import hparams, rules
 from driver.state import atomic_write_json, atomic_write_text, read_json
 from driver.teachers import OUTPUTS, Brief, outputs_present
 
@@ -27,12 +27,15 @@ PROMPT_ROWS = 60            # failed rows shown in full-ish form; the rest are c
 FIELD_CHARS = 700           # each prompt/completion/info is cut to this many characters
 DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+# files a reply may add: this iteration's hyperparameters (checked with the dataset gate)
+OPTIONAL = ("hparams.json",)
 _FILE = re.compile(r"<<<FILE\s+([\w.\-]+)\s*>>>\n?(.*?)\n?<<<END FILE>>>", re.S)
 
 
 def parse_files(text: str) -> dict[str, str]:
     """The files of a reply, by name; only the four outputs are kept."""
-    return {name: body.rstrip() + "\n" for name, body in _FILE.findall(text) if name in OUTPUTS}
+    return {name: body.rstrip() + "\n" for name, body in _FILE.findall(text)
+            if name in OUTPUTS or name in OPTIONAL}
 
 
 def _clip(value, n: int = FIELD_CHARS) -> str:
@@ -61,7 +64,8 @@ def render_prompt(brief: Brief) -> tuple[str, str]:
     system = env.get_template("teacher_llm/system.md.j2").render()
     user = env.get_template("teacher_llm/user.md.j2").render(
         b=brief, hub_json=json.dumps(brief.hub, indent=2, default=str)[:8000], rows=shown,
-        total_rows=len(rows), prior=prior, rejected_script=rejected, rules=rules)
+        total_rows=len(rows), prior=prior, rejected_script=rejected, rules=rules,
+        hparams_bounds=hparams.bounds_markdown())
     return system, user
 
 
@@ -136,7 +140,7 @@ class LLMTeacher:
             files = parse_files(text)
             missing = [n for n in OUTPUTS if n not in files]
             if not missing:
-                for name in OUTPUTS:
+                for name in (*OUTPUTS, *(n for n in OPTIONAL if n in files)):
                     atomic_write_text(brief.iter_dir / name, files[name])
                 return
             messages += [{"role": "assistant", "content": text},

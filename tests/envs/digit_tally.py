@@ -36,9 +36,12 @@ def correct_total(completion, answer, info=None, **kwargs) -> float:
     return 1.0 if got is not None and got.strip() == str(want) else 0.0
 
 
-def load_environment(**kwargs) -> vf.Environment:
+def load_environment(parser_kind: str = "xml", **kwargs) -> vf.Environment:
+    """parser_kind="think": the hub parser is a ThinkParser, which strips <think> blocks (the
+    case a Qwen3 student is warned about)."""
+    used = vf.ThinkParser() if parser_kind == "think" else parser
     rubric = vf.Rubric(funcs=[correct_total, parser.get_format_reward_func()], weights=[1.0, 0.2],
-                       parser=parser)
+                       parser=used)
     return vf.SingleTurnEnv(dataset=Dataset.from_list(_rows(0, 800)),
                             eval_dataset=Dataset.from_list(_rows(1, 200)),
-                            system_prompt=SYSTEM_PROMPT, parser=parser, rubric=rubric, **kwargs)
+                            system_prompt=SYSTEM_PROMPT, parser=used, rubric=rubric, **kwargs)
