@@ -23,7 +23,7 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
                 "--steps-per-run", "2", "--eval-examples", "24", "--runs-dir", str(runs),
                 # this 20-step model rarely solves anything: the probe runs for real, but
                 # must not send the dataset back
-                "--probe-prompts", "8", "--probe-min-live", "0"], env)
+                "--probe-prompts", "8", "--probe-min-live", "0", "--seed", "5"], env)
     assert r.returncode == 0, r.stderr[-4000:]
     run_dir = run_dir_from(r.stdout)
     assert f"backend: local ({sys.executable} -m embedded_trainer.rl)" in r.stderr
@@ -43,6 +43,9 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     cfg1 = tomllib.loads((run_dir / "iter_1" / "rl.toml").read_text())
     assert cfg1["ckpt"]["resume_step"] == 2 and cfg1["max_steps"] == 4
     assert "embedded" not in cfg1   # the same file prime-rl would receive
+    # the run's --seed reached the trainer (a launch flag, not a key of the checked config)
+    progress = run_dir / "iter_1" / "prime_out" / "run_default" / "checkpoints" / "step_4" / "orchestrator" / "progress.json"
+    assert json.loads(progress.read_text())["seed"] == 5
     # control run B trains on two envs at once, from the base model
     logb = (run_dir / "run_b_combined_from_base" / "train.log").read_text()
     assert "resumed" not in logb and "RL training finished!" in logb

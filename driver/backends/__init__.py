@@ -36,6 +36,9 @@ class Backend:
     # the command standing in for the real trainer (DRIVER_RL_COMMAND), named wherever the
     # run's numbers are shown, so they are never mistaken for prime-rl's
     stand_in: str | None = None
+    # the trainer's own flag for the run's --seed, added to each launch after the config checks
+    # (the embedded trainer's [embedded] seed is not a prime-rl key); None: the trainer has none
+    seed_flag: str | None = None
 
 
 def prime_rl(prime_rl_dir: str | None) -> Backend:
@@ -145,7 +148,8 @@ def local() -> Backend:
             "embedded extra with a CPU torch pinned: pip install 'synthetic-self-improve-rl"
             "[embedded]' (torch==2.13.0).")
     return Backend("local", (sys.executable, "-m", "embedded_trainer.rl"), None, sys.executable,
-                   probe=_probe_override() or (sys.executable, "-m", "embedded_trainer.probe"))
+                   probe=_probe_override() or (sys.executable, "-m", "embedded_trainer.probe"),
+                   seed_flag="--embedded.seed")
 
 
 BACKENDS = {"prime_rl": prime_rl, "local": local}

@@ -171,6 +171,8 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
                 args += ["@", str(p)]
             args += overrides
             preflight(ctx, arm, args)
+            if ctx.backend.seed_flag:   # the run's --seed reaches the trainer's sampling too
+                args += [ctx.backend.seed_flag, str(st.seed)]
             faults.point("train:before-launch")
             tp = training.launch(ctx.backend, args, arm.out, arm.log).model_copy(update=steps)
             st.trainer = tp
