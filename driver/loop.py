@@ -70,6 +70,8 @@ def step(ctx: Ctx, phase: str) -> str:
         iteration.train_iteration(ctx, n)
         return "evaluate"
     if phase == "evaluate":
+        if not iteration.trained(ctx, n):   # its attempt was retired (a torn eval): train again
+            return "train"
         iteration.evaluate_iteration(ctx, n)
         return "gate"
     if phase == "run_a":

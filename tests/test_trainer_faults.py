@@ -61,3 +61,21 @@ def test_a_full_disk_while_writing_stops_cleanly_and_keeps_every_file_valid(tmp_
     assert "free some space" in r.stderr
     assert not list(rd.rglob(".*.tmp"))                          # no temp file left behind
     assert len(launches(tmp_path)) == 1                          # the training was not redone
+
+
+def test_a_torn_eval_of_an_iteration_sends_the_loop_back_to_train_it(tmp_path, runs):
+    r = driver(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)],
+               driver_env(tmp_path, DOUBLE_TORN_EVAL="iter_1"))
+    assert r.returncode == 1 and "partial write" in r.stderr, r.stderr[-2000:]
+    rd = run_dir_from(r.stdout)
+    st = json.loads((rd / "run.json").read_text())
+    assert st["status"] == "failed" and st["phase"] == "evaluate" and st["iteration"] == 1
+    r = driver(["resume", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    st = json.loads((rd / "run.json").read_text())
+    it1 = [(h["phase"], h["outcome"]) for h in st["history"] if h["iteration"] == 1]
+    # the loop, not the evaluate phase, decided to retrain: evaluate -> train -> evaluate
+    assert ("evaluate", "train") in it1 and it1[-1] == ("evaluate", "gate")
+    outs = [l["output_dir"] for l in launches(tmp_path) if "/iter_1/" in l["output_dir"]]
+    assert len(outs) == 2 and (rd / "iter_1" / "prime_out.failed-1").exists()
+    assert [i["iter"] for i in json.loads((rd / "metrics.json").read_text())["iters"]] == [0, 1]

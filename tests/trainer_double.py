@@ -8,7 +8,7 @@ learning: eval correctness is a deterministic function of the train envs and the
 
 Fault knobs (environment): DOUBLE_CRASH_AT_STEP=k exits 1 at step k; DOUBLE_HANG_AT_STEP=k
 sleeps forever at step k; DOUBLE_STEP_SECONDS=s sleeps s per step; DOUBLE_SKIP_EVAL=1 writes no
-eval file; DOUBLE_EVAL_ROWS=n writes only n eval rows; DOUBLE_TORN_EVAL=1 cuts the last eval
+eval file; DOUBLE_EVAL_ROWS=n writes only n eval rows; DOUBLE_TORN_EVAL=1 (or =ARM, e.g. iter_1: that arm only) cuts the last eval
 line in half; DOUBLE_SKIP_CHECKPOINT=1 writes no checkpoint trees. Each still exits 0.
 """
 from __future__ import annotations
@@ -147,7 +147,8 @@ def main(argv: list[str]) -> int:
                     "completion": [{"role": "assistant", "content": "(double)"}],
                     "reward": float(ok), "metrics": {"is_correct": float(ok)},
                     "is_completed": True, "is_truncated": False}) + "\n")
-    if os.environ.get("DOUBLE_TORN_EVAL") and path.exists():
+    torn = os.environ.get("DOUBLE_TORN_EVAL")
+    if torn and (torn == "1" or out.resolve().parent.name == torn) and path.exists():
         text = path.read_text()
         path.write_text(text[:len(text) - len(text.splitlines()[-1]) // 2 - 1])
     print("RL training finished!")

@@ -251,9 +251,14 @@ def train_iteration(ctx: Ctx, n: int) -> None:
     train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
 
 
+def trained(ctx: Ctx, n: int) -> bool:
+    """The iteration's arm finished training (a torn or missing eval retires the attempt and
+    removes the marker, so the loop sends it back to `train`)."""
+    return (arm_for(ctx, n).dir / "train_done.json").exists()
+
+
 def evaluate_iteration(ctx: Ctx, n: int) -> None:
     arm = arm_for(ctx, n)
-    train_iteration(ctx, n)   # returns at once when trained; retrains a retired attempt
     rows = read_json(arm.dir / "dataset_record.json")["rows"]
     summary = eval_arm(ctx, arm, rows=rows)
     metrics = {m["iter"]: m for m in ctx.rd.load_metrics()["iters"]}
