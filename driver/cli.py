@@ -616,23 +616,15 @@ def canonical_config(prime_rl_dir: str | None, dataset: str) -> str | None:
 
 
 def _check_base_config(path) -> None:
-    """A base config must parse and name a train env; the launch itself checks the composed
-    config against the dialect before iter_0 trains."""
-    import tomllib
-
-    try:
-        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise _usage(f"base config {path} cannot be read as TOML: {e}") from None
-    if not cfg.get("orchestrator", {}).get("train", {}).get("env"):
-        raise _usage(f"base config {path} has no [[orchestrator.train.env]] block, so it does not "
-                     "say what iter_0 trains on; pass --base-config with one that does")
+    """Refuse, before anything is created, a base config prime-rl would reject on its own:
+    unreadable TOML, unknown keys, bad batch arithmetic, no train env. The launch checks the
+    full composition (with the eval overlay and flags) again before iter_0 trains."""
     from driver import dialects
     from driver.dialects import composition
     from driver.errors import DriverError
 
-    try:   # what prime-rl would make of it alone: unknown keys, bad batch arithmetic
-        dialects.get("classic").check_effective(composition.compose(["@", str(path)]), complete=False)
+    try:
+        dialects.get("classic").check_effective(composition.compose(["@", str(path)]))
     except (composition.CompositionError, DriverError) as e:
         raise _usage(f"base config {path} does not compose: {e}") from None
 

@@ -264,7 +264,7 @@ def test_a_base_config_without_a_train_env_is_refused_before_anything_starts(tmp
     cfg = tmp_path / "rl.toml"
     cfg.write_text("max_steps = 3\n")
     r = driver(["run", "--runs-dir", str(runs), "--base-config", str(cfg), *FAST], driver_env(tmp_path))
-    assert r.returncode == 2 and "no [[orchestrator.train.env]] block" in r.stderr
+    assert r.returncode == 2 and "does not compose: train env missing" in r.stderr
     assert list(runs.iterdir()) == []
 
 

@@ -53,6 +53,20 @@ def outputs_present(iter_dir: Path) -> bool:
 NAMES = ("builtin", "agent", "llm")
 
 
+def builtin_refusal(hub: dict) -> str | None:
+    """Why the built-in teacher cannot teach this env (no family generator), or None."""
+    from generators import FAMILIES, family_of
+
+    family = family_of(hub)
+    if family in FAMILIES:
+        return None
+    return (f"the built-in teacher has no family generator for '{family}' (it has: "
+            f"{', '.join(FAMILIES)}), so it cannot write rows for this env: replaying the hardest "
+            "train rows would carry no domains or structural features. Switch teacher with "
+            "`driver resume RUN_DIR --teacher agent` (a coding agent writes the generator from "
+            "TEACHER.md) or `--teacher llm --llm-model NAME` (an API).")
+
+
 def preflight(state, hub: dict) -> None:
     """Refuse, before anything trains, a teacher that cannot teach on this env: the built-in
     teacher without a family generator for it, the LLM teacher without its key variable set."""
@@ -60,16 +74,10 @@ def preflight(state, hub: dict) -> None:
 
     from driver.errors import UsageError
 
-    switch = ("Switch teacher with `driver resume RUN_DIR --teacher agent` (a coding agent "
-              "writes the generator from TEACHER.md) or `--teacher llm --llm-model NAME` (an API).")
     if state.teacher == "builtin":
-        from generators import FAMILIES, family_of
-
-        family = family_of(hub)
-        if family not in FAMILIES:
-            raise UsageError(
-                f"the built-in teacher has no family generator for '{family}' (it has: "
-                f"{', '.join(FAMILIES)}), so it cannot write rows for this env. " + switch)
+        refusal = builtin_refusal(hub)
+        if refusal:
+            raise UsageError(refusal)
     if state.teacher == "llm" and state.llm is not None and not os.environ.get(state.llm.key_env):
         raise UsageError(
             f"the LLM teacher reads its API key from ${state.llm.key_env}, which is not set. "

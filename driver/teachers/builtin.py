@@ -13,7 +13,7 @@ import statistics
 from driver.diagnose import SUCCESS_THRESHOLD
 from driver.errors import DriverError
 from driver.state import atomic_write_json, atomic_write_text
-from driver.teachers import Brief, outputs_present
+from driver.teachers import Brief, builtin_refusal, outputs_present
 from generators import FAMILIES, family_of
 
 TARGET_ROWS = 600
@@ -118,17 +118,12 @@ class BuiltinTeacher:
     def teach(self, brief: Brief) -> None:
         if outputs_present(brief.iter_dir):
             return
-        family = family_of(brief.hub)
-        if family not in FAMILIES:
-            raise DriverError(
-                f"the built-in teacher has no family generator for '{family}' (it has: "
-                f"{', '.join(FAMILIES)}). Replaying the hardest hub train rows cannot pass the "
-                "gate honestly: they carry no domains, sub-domains or structural features. Use "
-                "--teacher agent (a coding agent writes the generator) or --teacher llm for this "
-                "environment.", exit_code=2)
+        refusal = builtin_refusal(brief.hub)
+        if refusal:
+            raise DriverError(refusal, exit_code=2)
         import importlib
 
-        self._teach(brief, importlib.import_module(FAMILIES[family]))
+        self._teach(brief, importlib.import_module(FAMILIES[family_of(brief.hub)]))
 
     def _teach(self, brief: Brief, fam) -> None:
         rows = brief.failures()
