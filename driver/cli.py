@@ -620,7 +620,7 @@ def _check_base_config(path) -> None:
     unreadable TOML, unknown keys, bad batch arithmetic, no train env. The launch checks the
     full composition (with the eval overlay and flags) again before iter_0 trains."""
     from driver import dialects
-    from driver.dialects import composition
+    from rl_contract import composition
     from driver.errors import DriverError
 
     try:

@@ -17,9 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 from driver.state import iter_jsonl
+from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 # Thresholds (documented in `driver diagnose --help`)
-SUCCESS_THRESHOLD = 0.5   # a rollout "passes" when its reward is at least this
 FLOAT_TOLERANCE = 1e-6    # rewards closer than this are equal (float noise)
 MIN_LIVE_FRACTION = 0.25  # fewer live groups than this: FAIL (too little gradient)
 MIN_EFFORT_CORR = -0.2    # a correlation below this: FAIL ("effort buys risk")

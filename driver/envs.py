@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from driver import faults, resources
+from driver import faults, resources, worker
 from driver.gates import decontam
 from driver.errors import DriverError
 
@@ -154,8 +154,7 @@ def module_name(env_id: str) -> str:
 
 
 def _run_py(python: str, script: str, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([python, "-c", script, *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return worker.run_py(python, script, args, timeout=timeout)
 
 
 def _marker_line(out: str, marker: str) -> str | None:
@@ -191,7 +190,7 @@ def ensure_installed(python: str, env_id: str, hub_id: str | None = None) -> Non
     if is_importable(python, mod):
         return
     if mod in BUILTIN_ENVS:
-        pip_install(python, resources.environments_dir() / mod, editable=False)
+        install_package(python, resources.environments_dir() / mod)
         return
     prime = shutil.which("prime")
     if prime:
@@ -257,27 +256,28 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     return pkg_root
 
 
+_SCHEMES: dict[str, dict] = {}
+
+
+def install_scheme(python: str) -> dict:
+    """`python`'s install paths (sysconfig's), read once per driver process."""
+    if python not in _SCHEMES:
+        r = subprocess.run([python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"],
+                           capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise DriverError(f"cannot read the install paths of {python}: {r.stderr.strip()[-500:]}")
+        _SCHEMES[python] = json.loads(r.stdout)
+    return _SCHEMES[python]
+
+
 def purelib(python: str) -> Path:
-    r = _run_py(python, "import sysconfig; print(sysconfig.get_paths()['purelib'])", [])
-    return Path(r.stdout.strip())
-
-
-def _pip(python: str) -> list[str]:
-    """pip for `python`: its own pip module, or `uv pip --python` for a uv-managed venv (such as
-    prime-rl's), which usually has no pip of its own."""
-    has_pip = subprocess.run([python, "-c", "import pip"], capture_output=True).returncode == 0
-    uv = shutil.which("uv")
-    if not has_pip and uv:
-        return [uv, "pip", "--python", python]
-    return [python, "-m", "pip"]
+    return Path(install_scheme(python)["purelib"])
 
 
 def cleanup(python: str, name: str) -> list[str]:
-    """Uninstall the previous install of `name` and delete every stale root-level copy of its
-    data, module and metadata from site-packages. Returns what was removed."""
-    pip = _pip(python)
-    uninstall = [*pip, "uninstall", name] if pip[0] != python else [*pip, "uninstall", "-y", "-q", name]
-    subprocess.run(uninstall, capture_output=True)
+    """Remove every installed copy of `name` from site-packages: its module, its metadata, an
+    editable install's path file, and any stale root-level copy of its data or module. Returns
+    what was removed."""
     sp = purelib(python)
     removed = []
     patterns = ["dataset.jsonl", f"{name}.py", name, f"{name}-*.dist-info", f"_{name}.pth",
@@ -292,16 +292,38 @@ def cleanup(python: str, name: str) -> list[str]:
     return removed
 
 
-def pip_install(python: str, pkg_dir: Path, editable: bool = True) -> None:
+def install_package(python: str, pkg_dir: Path) -> None:
+    """Install a package directory into `python`'s site-packages: hatchling builds its wheel in
+    this process and `installer` (PyPA's wheel installer) unpacks it into that interpreter's
+    scheme. No pip, no resolver, no interpreter start: a generated environment has no
+    dependency the hub env does not already bring. With the `prime` CLI on PATH and another
+    interpreter as the target, `prime env install` does it instead, as a prime user expects."""
+    import tempfile
+
     prime = shutil.which("prime")
     if prime and Path(python).resolve() != Path(sys.executable).resolve():
-        cmd = [prime, "env", "install", pkg_dir.name, "-p", str(pkg_dir.parent)]
-    else:
-        cmd = [*_pip(python), "install", "-q", "--no-build-isolation", "--no-deps"]
-        cmd += ["-e", str(pkg_dir)] if editable else [str(pkg_dir)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise DriverError(f"installing {pkg_dir} failed:\n{r.stderr.strip()[-2000:]}")
+        r = subprocess.run([prime, "env", "install", pkg_dir.name, "-p", str(pkg_dir.parent)],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise DriverError(f"installing {pkg_dir} failed:\n{r.stderr.strip()[-2000:]}")
+        return
+    from hatchling.builders.wheel import WheelBuilder
+    from installer import install
+    from installer.destinations import SchemeDictionaryDestination
+    from installer.sources import WheelFile
+
+    scheme = install_scheme(python)
+    with tempfile.TemporaryDirectory(prefix="driver-wheel-") as tmp:
+        try:
+            wheel = next(iter(WheelBuilder(str(pkg_dir)).build(directory=tmp, versions=["standard"])))
+            dest = SchemeDictionaryDestination(
+                {"purelib": scheme["purelib"], "platlib": scheme["platlib"],
+                 "headers": scheme["include"], "scripts": scheme["scripts"], "data": scheme["data"]},
+                interpreter=python, script_kind="posix", bytecode_optimization_levels=())
+            with WheelFile.open(wheel) as source:
+                install(source, dest, {"INSTALLER": b"synthetic-self-improve-rl\n"})
+        except Exception as e:   # a broken pyproject, a full disk, a file already there
+            raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 
 
 def sample_train_rows(python: str, env_id: str, env_args: dict | None, n: int, seed: str,
@@ -331,7 +353,7 @@ def install_generated(python: str, pkg_dir: Path, expected_rows: int) -> dict:
     for attempt in (1, 2):
         removed = cleanup(python, name)
         faults.point("install:after-cleanup")
-        pip_install(python, pkg_dir)
+        install_package(python, pkg_dir)
         faults.point("install:after-install")
         rows = count_rows(python, name)
         if rows == expected_rows:

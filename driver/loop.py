@@ -10,7 +10,7 @@ phase is re-entrant.
 """
 from __future__ import annotations
 
-from driver import faults
+from driver import faults, worker
 from driver.context import Ctx
 from driver.errors import DriverError, WaitingForTeacher, os_error_advice
 from driver.phases import controls, finalize, iteration, setup
@@ -107,6 +107,9 @@ def run(ctx: Ctx) -> int:
     st.status = "running"
     st.reason = None
     ctx.save()
+    if st.probe_prompts and iteration.probes_in_worker(ctx):
+        # the probe's warm interpreter imports torch while iter_0 trains, not when it is needed
+        worker.get(ctx.backend.python, torch=True)
     while st.phase != "done":
         phase = st.phase
         _enter(ctx, phase)

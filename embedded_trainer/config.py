@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from driver.dialects.composition import CompositionError, compose
+from rl_contract.composition import CompositionError, compose
 
 DEFAULT_MODEL = "builtin:tiny-char-qwen2"
 
@@ -124,6 +124,8 @@ class GarConfig(Strict):
 class EmbeddedConfig(Strict):
     """Only the embedded trainer reads these."""
     advantage: Literal["grpo", "gar"] = "grpo"
+    scale_advantages: bool = True        # divide by the group's std (seed 003); false: Dr. GRPO
+    freeze_embeddings: bool = False      # leave the (tied) token embeddings out of the update
     gar: GarConfig = GarConfig()
     seed: int = 0
     clip_epsilon: float = Field(0.2, gt=0, lt=1)

@@ -8,15 +8,21 @@ from __future__ import annotations
 import torch
 
 
-def group_advantages(rewards: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """rewards [P, G] -> advantages (r - mean) / (std + 1e-8) with the population std, and a
-    [P] mask of zero-variance groups. A zero-variance group gets exactly zero advantage (float
-    noise in the mean must not turn into a gradient)."""
+def group_advantages(rewards: torch.Tensor, scale: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """rewards [P, G] -> advantages r - mean, divided by (std + 1e-8) with the population std
+    when `scale` (seed 003's GRPO), and a [P] mask of zero-variance groups. A zero-variance
+    group gets exactly zero advantage (float noise in the mean must not turn into a gradient).
+
+    `scale=False` is Dr. GRPO's choice: dividing by the std gives a group with one odd
+    rollout out of G an advantage of sqrt(G-1) on it (1.7 at G=4, 2.6 at G=8), so a student
+    that nearly always solves a problem is pushed hardest on its rare sampling slips, and on
+    every correct step that follows them."""
     rewards = rewards.double()
     mean = rewards.mean(1, keepdim=True)
-    std = rewards.std(1, unbiased=False, keepdim=True)
     constant = (rewards == rewards[:, :1]).all(1)
-    adv = (rewards - mean) / (std + 1e-8)
+    adv = rewards - mean
+    if scale:
+        adv = adv / (rewards.std(1, unbiased=False, keepdim=True) + 1e-8)
     adv[constant] = 0.0
     return adv.float(), constant
 

@@ -206,9 +206,15 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
             f"model directory as --model.name instead of {RECIPE_PREFIX}.")
     log(f"building {RECIPE_PREFIX} for {env_key}: SFT on {len(examples)} {spec['corpus']} rows, "
         f"{spec['sft_steps']} steps (cached in {target})")
+    # the build's own thread count, then the caller's again: a run that built its student
+    # must train exactly as one that found it cached
+    threads = torch.get_num_threads()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    model = build_model(spec, len(tokenizer))
-    report = sft(model, examples, spec, log)
+    try:
+        model = build_model(spec, len(tokenizer))
+        report = sft(model, examples, spec, log)
+    finally:
+        torch.set_num_threads(threads)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)

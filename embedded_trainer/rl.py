@@ -3,14 +3,33 @@
 It honours prime-rl's classic `rl` contract (config composition, absolute max_steps,
 `[ckpt] resume_step`, the output layout, "RL training finished!" and a non-zero exit on
 failure) so the driver launches it exactly as it launches prime-rl. One process does what
-prime-rl spreads over an inference server, an orchestrator and a trainer:
+prime-rl spreads over an inference server, an orchestrator and a trainer. `run` is a setup,
+then one loop whose ruled sections are the steps of GRPO:
 
-  for each step:  draw prompts -> sample a group per prompt (behaviour log-probs kept) ->
-                  score with the env's rubric -> group advantages -> clipped-surrogate
-                  updates -> rollouts, checkpoints and evals on disk.
+  1. setup      environments, the student, its frozen anchor (KL), AdamW, a resume
+  for each step:
+  2. prompts    each train env's share of the step, from a seeded stream of its rows
+  3. rollouts   a group of completions per prompt, behaviour log-probs kept; the env's rubric
+  4. advantages group-relative (or a grader's tiers: GAR, embedded/gar.py)
+  5. on disk    the step's rollout rows, before the update (the teacher reads these)
+  6. update     clipped surrogate (+ exact KL) over shuffled minibatches of groups
+  7. record     the log line, checkpoints, evals
 
-Everything random is a function of (seed, step), so an interrupted run resumed from a
-checkpoint ends bit-identical to a continuous one.
+Where it departs from textbook GRPO (DeepSeekMath's), and why:
+- Exact KL to the starting model, summed over the whole vocabulary at every visited prefix
+  (seed 003's variant), instead of the k3 estimator; off by default (kl_beta = 0).
+- Loss averaged over each response's tokens, then responses, then prompts (seed 003), so a
+  long response weighs no more than a short one.
+- Advantages (r - mean) / (std + 1e-8) with the population std; `scale_advantages = false`
+  drops the division (Dr. GRPO), which stops a rare slip of a mostly solved group from getting
+  an advantage of sqrt(G - 1).
+- A zero-variance group gets exactly zero advantage and, without KL, costs no backward pass.
+- Two updates per rollout batch on disjoint shuffled minibatches (`updates_per_batch`), not
+  several epochs over the whole batch.
+- Each prompt's KV cache is computed once and shared by its group, in sampling and in the
+  update (exact: the tests compare with a full forward, logits and gradients).
+- Everything random is a function of (seed, purpose, step), so an interrupted run resumed
+  from a checkpoint ends bit-identical to a continuous one.
 """
 from __future__ import annotations
 
@@ -19,31 +38,19 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from driver.dialects.classic import ClassicDialect
 from embedded_trainer import config as cfgmod
+from embedded_trainer.common import hash_seed, load_model, log, quiet_libraries, write_jsonl
 from embedded_trainer.errors import TrainerError
+from rl_contract.classic import ClassicLayout
 
 FINISHED = "RL training finished!"
-LAYOUT = ClassicDialect()   # the output layout this trainer writes is the one the driver reads
+LAYOUT = ClassicLayout()   # the output layout this trainer writes is the one the driver reads
 
 
-def log(msg: str) -> None:
-    print(msg, flush=True)
-
-
-# ---- small helpers ---------------------------------------------------------------------------
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    """Whole-file atomic write: a poller counting rows never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, default=str) + "\n")
-    os.replace(tmp, path)
-
+# ---- environments and prompt streams -------------------------------------------------------
 
 def load_env(block):
     import verifiers as vf
@@ -146,71 +153,43 @@ def resolve_resume(out: Path, resume_step: int) -> int:
     return resume_step
 
 
-# ---- model -----------------------------------------------------------------------------------
-
-def load_model(name: str, warm_env, warm_key: str):
-    """(policy, tokenizer, anchor path). `name` is a Hugging Face directory or the built-in
-    recipe; hub names need the network, which this trainer never uses."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from embedded_trainer import recipe
-
-    if recipe.is_recipe(name):
-        try:
-            path = recipe.materialize(name, warm_env, warm_key, log)
-        except ValueError as e:
-            raise TrainerError(str(e)) from None
-    elif Path(name).expanduser().is_dir():
-        path = Path(name).expanduser()
-    else:
-        raise TrainerError(
-            f"model {name!r} is neither a model directory on disk nor {recipe.RECIPE_PREFIX}. "
-            "The embedded trainer loads local Hugging Face directories only (download the model "
-            "first, then pass its path as --model.name).")
-    if (path / recipe.MARKER).exists():
-        # AutoTokenizer would pick Qwen2's tokenizer class from config.json and re-tokenize
-        # the character vocabulary differently; the tokenizer.json is authoritative here.
-        from transformers import PreTrainedTokenizerFast
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
-    if tokenizer.eos_token_id is None:
-        raise TrainerError(f"the tokenizer in {path} has no eos token")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer, path
-
-
 # ---- the run ---------------------------------------------------------------------------------
 
-def quiet_libraries() -> None:
-    """Progress bars and advisory warnings would bury the one-line-per-step log."""
-    import datasets
-    import transformers
+@dataclass
+class Setup:
+    """Everything the loop reads, built once from the config (section 1 of `run`)."""
+    cfg: cfgmod.RLConfig
+    device: object
+    out: Path
+    model: object
+    tok: object
+    model_path: Path          # where the starting weights came from (its recipe marker is copied)
+    anchor: object            # the frozen starting model for the KL term, or None
+    opt: object
+    train_blocks: list
+    train_envs: list
+    train_rows: list          # per train env, its rows
+    per_env: list[int]        # prompts per step from each train env
+    eval_blocks: list
+    eval_envs: list
+    start: int                # the step training resumes after (0 for a fresh run)
+    group: int
+    temperature: float
+    max_new: int
+    seq_len: int
+    prompt_cache: dict
 
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
-    datasets.disable_progress_bars()
 
-
-def run(cfg: cfgmod.RLConfig) -> None:
+def setup(cfg: cfgmod.RLConfig) -> Setup:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from embedded_trainer import grpo
-    from embedded_trainer.rollouts import decode, render_prompt, sample, score
-
-    quiet_libraries()
-    emb = cfg.embedded
+    emb, orch = cfg.embedded, cfg.orchestrator
     torch.set_num_threads(emb.threads or max(1, min(8, os.cpu_count() or 1)))
     device = torch.device("cuda" if emb.device == "cuda" or (
         emb.device == "auto" and torch.cuda.is_available()) else "cpu")
     out = Path(cfg.output_dir)
-    orch = cfg.orchestrator
     resume = cfg.ckpt.resume_step if cfg.ckpt else None
-
     if resume is None and (out / "checkpoints").exists() and any((out / "checkpoints").iterdir()):
         if not cfg.clean_output_dir:
             raise TrainerError(f"{out} already holds checkpoints of another run; pass "
@@ -240,6 +219,8 @@ def run(cfg: cfgmod.RLConfig) -> None:
         anchor = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(device).eval()
         for p in anchor.parameters():
             p.requires_grad_(False)
+    if emb.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     o = cfg.trainer.optim
     opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay,
                             betas=(o.betas1, o.betas2))
@@ -260,173 +241,188 @@ def run(cfg: cfgmod.RLConfig) -> None:
         raise TrainerError(f"nothing to train: the run is at step {start} and max_steps is "
                            f"{cfg.max_steps}. max_steps is absolute: set it above {start}.")
 
-    group = orch.rollouts_per_example
-    n_prompts = orch.batch_size // group
-    temperature = orch.train.sampling.temperature if orch.train.sampling.temperature is not None else 1.0
-    max_new = orch.train.sampling.max_completion_tokens or emb.default_max_completion_tokens
-    seq_len = min(orch.seq_len or cfg.seq_len, cfg.seq_len,
-                  getattr(model.config, "max_position_embeddings", cfg.seq_len))
-    per_env = allocate(n_prompts, [b.ratio or 1.0 for b in train_blocks])
+    temperature = orch.train.sampling.temperature
+    run = Setup(
+        cfg=cfg, device=device, out=out, model=model, tok=tok, model_path=model_path,
+        anchor=anchor, opt=opt,
+        train_blocks=train_blocks, train_envs=train_envs, train_rows=train_rows,
+        per_env=allocate(orch.batch_size // orch.rollouts_per_example,
+                         [b.ratio or 1.0 for b in train_blocks]),
+        eval_blocks=eval_blocks, eval_envs=eval_envs, start=start,
+        group=orch.rollouts_per_example, temperature=1.0 if temperature is None else temperature,
+        max_new=orch.train.sampling.max_completion_tokens or emb.default_max_completion_tokens,
+        seq_len=min(orch.seq_len or cfg.seq_len, cfg.seq_len,
+                    getattr(model.config, "max_position_embeddings", cfg.seq_len)),
+        prompt_cache={})
     log(f"embedded trainer: {cfg.model.name} ({sum(p.numel() for p in model.parameters()):,} "
         f"params) on {device}, {torch.get_num_threads()} threads; steps {start + 1}..{cfg.max_steps}, "
-        f"{n_prompts} prompts x {group} completions, max {max_new} new tokens, lr {o.lr}; train "
-        + ", ".join(f"{env_name(b)} ({c}/step)" for b, c in zip(train_blocks, per_env))
+        f"{sum(run.per_env)} prompts x {run.group} completions, max {run.max_new} new tokens, lr {o.lr}; train "
+        + ", ".join(f"{env_name(b)} ({c}/step)" for b, c in zip(train_blocks, run.per_env))
         + (f"; eval {', '.join(env_name(b) for b in eval_blocks)}" if eval_blocks else ""))
-    prompt_cache: dict = {}
+    return run
 
-    def prompt_ids(env_i: int, idx: int) -> list[int]:
-        key = (env_i, idx)
-        if key not in prompt_cache:
-            ids = render_prompt(tok, train_rows[env_i][idx]["prompt"])
-            if len(ids) + max_new > seq_len:
-                raise TrainerError(
-                    f"a prompt of {env_name(train_blocks[env_i])} is {len(ids)} tokens; with "
-                    f"max_completion_tokens {max_new} it exceeds seq_len {seq_len}")
-            prompt_cache[key] = ids
-        return prompt_cache[key]
 
+def prompt_ids(run: Setup, env_i: int, idx: int) -> list[int]:
+    """A train row's rendered prompt, checked once against seq_len and cached."""
+    from embedded_trainer.rollouts import render_prompt
+
+    key = (env_i, idx)
+    if key not in run.prompt_cache:
+        ids = render_prompt(run.tok, run.train_rows[env_i][idx]["prompt"])
+        if len(ids) + run.max_new > run.seq_len:
+            raise TrainerError(
+                f"a prompt of {env_name(run.train_blocks[env_i])} is {len(ids)} tokens; with "
+                f"max_completion_tokens {run.max_new} it exceeds seq_len {run.seq_len}")
+        run.prompt_cache[key] = ids
+    return run.prompt_cache[key]
+
+
+def evaluate(run: Setup, step: int) -> None:
+    """Every eval env's examples, one rollout each (greedy unless a temperature is set), into
+    the step's eval rollout file."""
+    import torch
+
+    from embedded_trainer.rollouts import render_prompt, rollout_row, sample_and_score
+
+    orch, emb = run.cfg.orchestrator, run.cfg.embedded
+    rows_out = []
+    for block, env in zip(run.eval_blocks, run.eval_envs):
+        ds = list(env.get_eval_dataset())
+        n = block.num_examples if block.num_examples > 0 else (orch.eval.num_examples or -1)
+        ds = ds[:n] if n > 0 else ds
+        rpe = block.rollouts_per_example
+        temp = orch.eval.sampling.temperature
+        temp = (0.0 if rpe == 1 else 1.0) if temp is None else temp
+        limit = orch.eval.sampling.max_completion_tokens or emb.default_max_completion_tokens
+        gen = torch.Generator(device=run.device).manual_seed(hash_seed(emb.seed, "eval", step))
+        run.model.eval()
+        for s in range(0, len(ds), 64):
+            chunk = ds[s:s + 64]
+            got = sample_and_score(run.model, run.tok, [render_prompt(run.tok, r["prompt"]) for r in chunk],
+                                   [env] * len(chunk), chunk, rpe, limit, temp, gen)
+            rows_out += [rollout_row(chunk[k // rpe], got.texts[k], got.truncated[k], got.scores[k],
+                                     env_name(block), None, got.gen_ms_per_rollout)
+                         for k in range(len(got.texts))]
+        rewards = [r["reward"] for r in rows_out if r["env_name"] == env_name(block)]
+        log(f"eval step {step} {env_name(block)}: mean reward "
+            f"{sum(rewards) / max(1, len(rewards)):.4f} over {len(rewards)} rollouts")
+    write_jsonl(LAYOUT.eval_file(run.out, step), rows_out)
+
+
+def eval_due(run: Setup, step: int) -> bool:
+    if not run.eval_blocks:
+        return False
+    if step == run.cfg.max_steps:
+        return True
+    intervals = {b.interval or run.cfg.orchestrator.eval.interval for b in run.eval_blocks}
+    return any(step % i == 0 for i in intervals)
+
+
+def run(cfg: cfgmod.RLConfig) -> None:
+    import torch
+
+    from embedded_trainer import grpo
+    from embedded_trainer.rollouts import rollout_row, sample_and_score
+
+    # ---- 1. setup: environments, the student, its anchor, the optimiser, a resume -----------
+    quiet_libraries()
+    r = setup(cfg)
+    emb, o = cfg.embedded, cfg.trainer.optim
+    model, tok, group, device = r.model, r.tok, r.group, r.device
+    if r.eval_blocks and ((r.start == 0 and cfg.orchestrator.eval.eval_base_model) or
+                          (r.start > 0 and not cfg.orchestrator.eval.skip_eval_on_resume)):
+        evaluate(r, r.start)
     ckpt_interval = cfg.ckpt.interval if cfg.ckpt and cfg.ckpt.interval else None
 
-    def evaluate(step: int) -> None:
-        rows_out = []
-        for block, env in zip(eval_blocks, eval_envs):
-            ds = list(env.get_eval_dataset())
-            n = block.num_examples if block.num_examples > 0 else (orch.eval.num_examples or -1)
-            ds = ds[:n] if n > 0 else ds
-            rpe = block.rollouts_per_example
-            temp = orch.eval.sampling.temperature
-            temp = (0.0 if rpe == 1 else 1.0) if temp is None else temp
-            limit = orch.eval.sampling.max_completion_tokens or emb.default_max_completion_tokens
-            gen = torch.Generator(device=device).manual_seed(hash_seed(emb.seed, "eval", step))
-            model.eval()
-            for s in range(0, len(ds), 64):
-                chunk = ds[s:s + 64]
-                prompts = [render_prompt(tok, r["prompt"]) for r in chunk]
-                t0 = time.perf_counter()
-                res = sample(model, prompts, rpe, limit, temp, tok.eos_token_id, tok.pad_token_id, gen)
-                gen_ms = (time.perf_counter() - t0) * 1000 / max(1, len(chunk) * rpe)
-                texts = [decode(tok, res["tokens"][i], int(res["lengths"][i]), tok.eos_token_id)
-                         for i in range(len(chunk) * rpe)]
-                rows = [chunk[i // rpe] for i in range(len(texts))]
-                trunc = res["truncated"].tolist()
-                scores = score(env, rows, texts, trunc)
-                for r, text, tr, sc in zip(rows, texts, trunc, scores):
-                    rows_out.append(rollout_row(r, text, tr, sc, env_name(block), None, gen_ms))
-            rewards = [r["reward"] for r in rows_out if r["env_name"] == env_name(block)]
-            log(f"eval step {step} {env_name(block)}: mean reward "
-                f"{sum(rewards) / max(1, len(rewards)):.4f} over {len(rewards)} rollouts")
-        write_jsonl(LAYOUT.eval_file(out, step), rows_out)
-
-    def eval_due(step: int) -> bool:
-        if not eval_blocks:
-            return False
-        if step == cfg.max_steps:
-            return True
-        intervals = {b.interval or orch.eval.interval for b in eval_blocks}
-        return any(step % i == 0 for i in intervals)
-
-    if eval_blocks and ((start == 0 and orch.eval.eval_base_model) or
-                        (start > 0 and not orch.eval.skip_eval_on_resume)):
-        evaluate(start)
-
-    for step in range(start + 1, cfg.max_steps + 1):
+    for step in range(r.start + 1, cfg.max_steps + 1):
         t_step = time.perf_counter()
         gen = torch.Generator(device=device).manual_seed(hash_seed(emb.seed, "train", step))
-        # 1. prompts: each env's share of the step, from its seeded stream
+
+        # ---- 2. prompts: each env's share of the step, from its seeded stream ---------------
         picks = []
-        for env_i, (block, count) in enumerate(zip(train_blocks, per_env)):
+        for env_i, (block, count) in enumerate(zip(r.train_blocks, r.per_env)):
             if count:
-                idxs = draw(len(train_rows[env_i]), emb.seed, env_name(block), (step - 1) * count, count)
+                idxs = draw(len(r.train_rows[env_i]), emb.seed, env_name(block), (step - 1) * count, count)
                 picks += [(env_i, i) for i in idxs]
-        prompts = [prompt_ids(e, i) for e, i in picks]
-        # 2. sample a group per prompt; the behaviour log-probs are kept as sampled
+        prompts = [prompt_ids(r, e, i) for e, i in picks]
+        rows = [r.train_rows[e][i] for e, i in picks]
+
+        # ---- 3. rollouts: a group per prompt (behaviour log-probs kept), each env's rubric --
         model.eval()
-        t0 = time.perf_counter()
-        res = sample(model, prompts, group, max_new, temperature, tok.eos_token_id, tok.pad_token_id, gen)
-        t_gen = time.perf_counter() - t0
-        tokens, lengths, old_logp = res["tokens"], res["lengths"], res["logps"]
-        texts = [decode(tok, tokens[k], int(lengths[k]), tok.eos_token_id) for k in range(len(tokens))]
-        truncated = res["truncated"].tolist()
-        # 3. score with each env's own rubric
-        t0 = time.perf_counter()
-        scores: list = [None] * len(texts)
-        for env_i, env in enumerate(train_envs):
-            ks = [k for k in range(len(texts)) if picks[k // group][0] == env_i]
-            if ks:
-                got = score(env, [train_rows[env_i][picks[k // group][1]] for k in ks],
-                            [texts[k] for k in ks], [truncated[k] for k in ks])
-                for k, sc in zip(ks, got):
-                    scores[k] = sc
-        t_score = time.perf_counter() - t0
-        rewards = torch.tensor([s["reward"] for s in scores]).view(len(prompts), group)
+        got = sample_and_score(model, tok, prompts, [r.train_envs[e] for e, _ in picks], rows,
+                               group, r.max_new, r.temperature, gen)
+        rewards = torch.tensor([sc["reward"] for sc in got.scores]).view(len(prompts), group)
+
+        # ---- 4. advantages: group-relative (GRPO), or a grader's tiers (GAR) ----------------
         gar_records = None
         if emb.advantage == "gar":
-            adv, gar_records = grader_advantages(emb.gar, rewards, texts,
-                                                 [train_rows[e][i]["prompt"] for e, i in picks])
+            adv, gar_records = grader_advantages(emb.gar, rewards, got.texts, [x["prompt"] for x in rows])
             constant = (adv == 0).all(1)
         else:
-            adv, constant = grpo.group_advantages(rewards)
-        # 4. rollouts on disk before the update (the teacher reads these)
-        gen_ms = t_gen * 1000 / len(texts)
-        rows = [rollout_row(train_rows[picks[k // group][0]][picks[k // group][1]], texts[k],
-                            truncated[k], scores[k], env_name(train_blocks[picks[k // group][0]]),
-                            float(adv.view(-1)[k]), gen_ms) for k in range(len(texts))]
+            adv, constant = grpo.group_advantages(rewards, scale=emb.scale_advantages)
+
+        # ---- 5. rollouts on disk before the update (the teacher reads these) ---------------
+        out_rows = [rollout_row(rows[k // group], got.texts[k], got.truncated[k], got.scores[k],
+                                env_name(r.train_blocks[picks[k // group][0]]),
+                                float(adv.view(-1)[k]), got.gen_ms_per_rollout)
+                    for k in range(len(got.texts))]
         if gar_records is not None:
-            for k, row in enumerate(rows):
+            for k, row in enumerate(out_rows):
                 rec = gar_records[k // group]
                 row["gar"] = {**rec["candidates"][k % group], "fallback_reason": rec["fallback_reason"]}
-        write_jsonl(LAYOUT.train_file(out, step), rows)
-        # 5. clipped-surrogate updates over shuffled minibatches of groups
+        write_jsonl(LAYOUT.train_file(r.out, step), out_rows)
+
+        # ---- 6. clipped-surrogate updates over shuffled minibatches of groups --------------
         t0 = time.perf_counter()
         model.train()
         order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(
             hash_seed(emb.seed, "minibatches", step))).tolist()
         chunks = [order[i::emb.updates_per_batch] for i in range(emb.updates_per_batch)]
-        width = tokens.shape[1]
-        mask = grpo.completion_mask(lengths, width)
+        mask = grpo.completion_mask(got.lengths, got.tokens.shape[1])
         losses, kls = [], []
         for chunk in chunks:
             if not chunk:
                 continue
-            opt.zero_grad(set_to_none=True)
+            r.opt.zero_grad(set_to_none=True)
             for p_i in chunk:
-                if constant[p_i] and anchor is None:
+                if constant[p_i] and r.anchor is None:
                     continue  # exactly zero advantage and no KL term: no gradient to compute
                 rs = slice(p_i * group, (p_i + 1) * group)
-                logits = grpo.shared_prefix_logits(model, prompts[p_i], tokens[rs])
-                new_logp = grpo.token_logprobs(logits, tokens[rs], temperature)
-                loss = grpo.clipped_surrogate(new_logp, old_logp[rs].to(device), adv[p_i].to(device),
+                logits = grpo.shared_prefix_logits(model, prompts[p_i], got.tokens[rs])
+                new_logp = grpo.token_logprobs(logits, got.tokens[rs], r.temperature)
+                loss = grpo.clipped_surrogate(new_logp, got.logps[rs].to(device), adv[p_i].to(device),
                                               mask[rs].to(device), emb.clip_epsilon)
-                if anchor is not None:
+                if r.anchor is not None:
                     with torch.no_grad():
-                        ref = grpo.shared_prefix_logits(anchor, prompts[p_i], tokens[rs])
-                    t = temperature if temperature > 0 else 1.0
+                        ref = grpo.shared_prefix_logits(r.anchor, prompts[p_i], got.tokens[rs])
+                    t = r.temperature if r.temperature > 0 else 1.0
                     kl = grpo.exact_kl(logits / t, ref / t, mask[rs].to(device))
                     loss = loss + emb.kl_beta * kl
                     kls.append(kl.item())
                 (loss / len(chunk)).backward()   # mean over the minibatch's prompts
                 losses.append(loss.item())
             torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_norm)
-            opt.step()
+            r.opt.step()
         t_update = time.perf_counter() - t0
+
+        # ---- 7. the step's log line, checkpoint and eval ------------------------------------
         progress = {"step": step, "seed": emb.seed,
-                    "consumed": {env_name(b): step * c for b, c in zip(train_blocks, per_env)}}
-        mean_r = float(rewards.mean())
+                    "consumed": {env_name(b): step * c for b, c in zip(r.train_blocks, r.per_env)}}
         if gar_records is not None:
-            fallbacks = sum(r["fallback_reason"] is not None for r in gar_records)
-            hacks = sum(c["hack"] == "confirmed" for r in gar_records for c in r["candidates"])
+            fallbacks = sum(x["fallback_reason"] is not None for x in gar_records)
+            hacks = sum(c["hack"] == "confirmed" for x in gar_records for c in x["candidates"])
             log(f"step {step} gar: {fallbacks}/{len(gar_records)} groups fell back to zero, "
                 f"{hacks} confirmed hacks")
-        log(f"step {step}/{cfg.max_steps} reward {mean_r:.4f} zero-variance groups "
-            f"{int(constant.sum())}/{len(prompts)} truncated {sum(truncated)}/{len(truncated)} "
+        log(f"step {step}/{cfg.max_steps} reward {float(rewards.mean()):.4f} zero-variance groups "
+            f"{int(constant.sum())}/{len(prompts)} truncated {sum(got.truncated)}/{len(got.truncated)} "
             f"loss {sum(losses) / max(1, len(losses)):.5f}"
             + (f" kl {sum(kls) / len(kls):.5f}" if kls else "")
-            + f" | gen {t_gen:.2f}s score {t_score:.2f}s update {t_update:.2f}s "
+            + f" | gen {got.gen_s:.2f}s score {got.score_s:.2f}s update {t_update:.2f}s "
             f"total {time.perf_counter() - t_step:.2f}s")
         if (ckpt_interval and step % ckpt_interval == 0) or step == cfg.max_steps:
-            save_checkpoint(out, step, model, tok, opt, progress, model_path)
-        if eval_due(step):
-            evaluate(step)
+            save_checkpoint(r.out, step, model, tok, r.opt, progress, r.model_path)
+        if eval_due(r, step):
+            evaluate(r, step)
 
 
 def grader_advantages(gcfg, rewards, texts: list[str], prompts: list) -> tuple:
@@ -453,29 +449,6 @@ def grader_advantages(gcfg, rewards, texts: list[str], prompts: list) -> tuple:
         out.append(adv)
         records.append(rec)
     return torch.tensor(out, dtype=torch.float32), records
-
-
-def hash_seed(*parts) -> int:
-    import hashlib
-
-    return int(hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:15], 16)
-
-
-def rollout_row(row: dict, text: str, truncated: bool, sc: dict, name: str,
-                advantage: float | None, gen_ms: float) -> dict:
-    """One rollout in prime-rl's classic row shape."""
-    out = {"example_id": row.get("example_id"), "env_name": name, "prompt": row.get("prompt"),
-           "completion": [{"role": "assistant", "content": text}], "answer": row.get("answer", ""),
-           "info": row.get("info") or {}, "task": row.get("task", "default"),
-           "reward": sc["reward"], "metrics": sc["metrics"], "is_completed": not truncated,
-           "is_truncated": bool(truncated), "stop_condition": "max_tokens" if truncated else "eos",
-           "error": None, "timing": {"generation_ms": round(gen_ms, 3),
-                                     "scoring_ms": round(sc["scoring_ms"], 3),
-                                     "total_ms": round(gen_ms + sc["scoring_ms"], 3)},
-           "filters": {}, "is_filtered": False}
-    if advantage is not None:
-        out["advantage"] = advantage
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

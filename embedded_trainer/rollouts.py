@@ -1,11 +1,56 @@
 """Sampling and scoring: prompts are the env's chat messages rendered with the model's chat
-template; completions are scored by the env's own rubric through verifiers."""
+template; completions are scored by the env's own rubric through verifiers.
+
+`sample_and_score` is the one pipeline (sample -> decode -> score) that training, evaluation
+and the gradient probe all use; `rollout_row` writes its results in prime-rl's row shape.
+"""
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 
 import torch
+
+
+def buffered_cache(layers: int, capacity: int):
+    """A key/value cache whose layers write into buffers sized for the whole generation and hand
+    attention a view of the filled part. transformers' DynamicCache concatenates the whole
+    cache at every decoded token, which made that copy the largest single cost of sampling."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        def __init__(self):
+            super().__init__()
+            self.length = 0
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            if not self.is_initialized:
+                b, h, _, d = key_states.shape
+                self.device = key_states.device
+                self.kbuf = key_states.new_zeros(b, h, capacity, d)
+                self.vbuf = value_states.new_zeros(b, h, capacity, value_states.shape[-1])
+                self.is_initialized = True
+            n = key_states.shape[-2]
+            self.kbuf[:, :, self.length:self.length + n] = key_states
+            self.vbuf[:, :, self.length:self.length + n] = value_states
+            self.length += n
+            self.keys, self.values = self.kbuf[:, :, :self.length], self.vbuf[:, :, :self.length]
+            return self.keys, self.values
+
+        def get_seq_length(self) -> int:
+            return self.length
+
+        def batch_repeat_interleave(self, repeats: int) -> None:
+            if self.length:
+                self.kbuf = self.kbuf.repeat_interleave(repeats, 0)
+                self.vbuf = self.vbuf.repeat_interleave(repeats, 0)
+                self.keys, self.values = self.kbuf[:, :, :self.length], self.vbuf[:, :, :self.length]
+
+    cache = DynamicCache()
+    cache.layers = [BufferLayer() for _ in range(layers)]
+    return cache
 
 
 def render_prompt(tokenizer, messages) -> list[int]:
@@ -22,24 +67,26 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
     Returns completion ids [N*group, T] (pad after the end), their lengths, the behaviour
     log-probs of the sampled tokens under the sampling distribution (captured here and never
     recomputed), and whether each completion hit max_new without an end token."""
-    from transformers import DynamicCache
-
     device = next(model.parameters()).device
     n, width = len(prompts), max(len(p) for p in prompts)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
+    # the attention mask for prompt and completion, filled as tokens are decoded (a view of
+    # its first columns is passed each step, so it is never copied)
+    full_mask = torch.zeros((n, width + max_new), dtype=torch.long)
     for i, p in enumerate(prompts):  # left padding; positions count real tokens only
         ids[i, width - len(p):] = torch.tensor(p)
-        mask[i, width - len(p):] = 1
-    ids, mask = ids.to(device), mask.to(device)
-    cache = DynamicCache()
+        full_mask[i, width - len(p):width] = 1
+    ids, full_mask = ids.to(device), full_mask.to(device)
+    mask = full_mask[:, :width]
+    cache = buffered_cache(model.config.num_hidden_layers, width + max_new)
     pos = (mask.cumsum(1) - 1).clamp(min=0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
                    use_cache=True).logits[:, -1].float()
     if group > 1:
         cache.batch_repeat_interleave(group)
-        mask = mask.repeat_interleave(group, 0)
+        full_mask = full_mask.repeat_interleave(group, 0)
         logits = logits.repeat_interleave(group, 0)
+    positions = full_mask[:, :width].sum(1, keepdim=True)
     rows = n * group
     tokens = torch.full((rows, max_new), pad_id, dtype=torch.long, device=device)
     logps = torch.zeros((rows, max_new), dtype=torch.float32, device=device)
@@ -59,10 +106,10 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
         done |= nxt == eos_id
         if bool(done.all()) or t == max_new - 1:
             break
-        mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype, device=device)], 1)
+        full_mask[:, width + t] = 1
         step_in = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        logits = model(input_ids=step_in[:, None], attention_mask=mask,
-                       position_ids=(mask.sum(1, keepdim=True) - 1), cache=cache,
+        logits = model(input_ids=step_in[:, None], attention_mask=full_mask[:, :width + t + 1],
+                       position_ids=positions + t, cache=cache,
                        use_cache=True).logits[:, -1].float()
     return {"tokens": tokens.cpu(), "lengths": lengths.cpu(), "logps": logps.cpu(),
             "truncated": (~done).cpu()}
@@ -95,3 +142,62 @@ def score(env, rows: list[dict], texts: list[str], truncated: list[bool]) -> lis
         return await asyncio.gather(*(one(r, t, tr) for r, t, tr in zip(rows, texts, truncated)))
 
     return asyncio.run(run())
+
+
+@dataclass
+class Scored:
+    """One batch of rollouts: rollout k answers prompt k // group."""
+    tokens: torch.Tensor      # [R, T] completion ids, padded after the end token
+    lengths: torch.Tensor     # [R]
+    logps: torch.Tensor       # [R, T] behaviour log-probs, as sampled
+    truncated: list[bool]
+    texts: list[str]
+    scores: list[dict]        # {"reward", "metrics", "scoring_ms"}
+    gen_s: float
+    score_s: float
+
+    @property
+    def gen_ms_per_rollout(self) -> float:
+        return self.gen_s * 1000 / max(1, len(self.texts))
+
+
+def sample_and_score(model, tok, prompts: list[list[int]], envs: list, rows: list[dict], group: int,
+                     max_new: int, temperature: float, generator) -> Scored:
+    """Sample `group` completions for each prompt (prompt i is rows[i] of envs[i], rendered),
+    decode them, and score each with its own env's rubric (one call per env, in order)."""
+    t0 = time.perf_counter()
+    res = sample(model, prompts, group, max_new, temperature, tok.eos_token_id, tok.pad_token_id,
+                 generator)
+    gen_s = time.perf_counter() - t0
+    n = len(res["tokens"])
+    texts = [decode(tok, res["tokens"][k], int(res["lengths"][k]), tok.eos_token_id) for k in range(n)]
+    truncated = res["truncated"].tolist()
+    t0 = time.perf_counter()
+    scores: list = [None] * n
+    order = list(dict.fromkeys(map(id, envs)))   # each env once, in order of first use
+    for env_key in order:
+        ks = [k for k in range(n) if id(envs[k // group]) == env_key]
+        env = envs[ks[0] // group]
+        got = score(env, [rows[k // group] for k in ks], [texts[k] for k in ks],
+                    [truncated[k] for k in ks])
+        for k, sc in zip(ks, got):
+            scores[k] = sc
+    return Scored(res["tokens"], res["lengths"], res["logps"], truncated, texts, scores, gen_s,
+                  time.perf_counter() - t0)
+
+
+def rollout_row(row: dict, text: str, truncated: bool, sc: dict, name: str,
+                advantage: float | None, gen_ms: float) -> dict:
+    """One rollout in prime-rl's classic row shape."""
+    out = {"example_id": row.get("example_id"), "env_name": name, "prompt": row.get("prompt"),
+           "completion": [{"role": "assistant", "content": text}], "answer": row.get("answer", ""),
+           "info": row.get("info") or {}, "task": row.get("task", "default"),
+           "reward": sc["reward"], "metrics": sc["metrics"], "is_completed": not truncated,
+           "is_truncated": bool(truncated), "stop_condition": "max_tokens" if truncated else "eos",
+           "error": None, "timing": {"generation_ms": round(gen_ms, 3),
+                                     "scoring_ms": round(sc["scoring_ms"], 3),
+                                     "total_ms": round(gen_ms + sc["scoring_ms"], 3)},
+           "filters": {}, "is_filtered": False}
+    if advantage is not None:
+        out["advantage"] = advantage
+    return out

@@ -19,6 +19,7 @@ def main() -> int:
         p.add_argument(flag, required=True)
     p.add_argument("--env-args", default="{}")
     p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--min-live", type=float, default=None)
     for flag in ("--prompts", "--k", "--max-tokens", "--seed"):
         p.add_argument(flag, type=int, default=0)
     a = p.parse_args()

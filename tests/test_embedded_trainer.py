@@ -212,7 +212,7 @@ def test_a_saved_recipe_model_reloads_with_the_same_tokenization(tmp_path, monke
     pytest.importorskip("transformers")
     import verifiers as vf
 
-    from embedded_trainer import recipe, rl
+    from embedded_trainer import common, recipe
 
     monkeypatch.setenv("EMBEDDED_TRAINER_CACHE", str(tmp_path))
     monkeypatch.syspath_prepend(str(ROOT / "tests" / "envs"))
@@ -221,7 +221,7 @@ def test_a_saved_recipe_model_reloads_with_the_same_tokenization(tmp_path, monke
     assert (path / recipe.MARKER).exists()
     cfg = cfgmod.load(["--max-steps", "1", "--trainer.optim.lr", "0.1", "--orchestrator.batch-size",
                        "4", "--model.name", str(path)])
-    _, tok, _ = rl.load_model(cfg.model.name, env, "toy")
+    _, tok, _ = common.load_model(cfg.model.name, env, "toy")
     text = '<think>24 +48=72</think>{"final_stock": 80}\n x ~'
     assert tok.encode(text, add_special_tokens=False) == \
         recipe.build_tokenizer().encode(text, add_special_tokens=False)

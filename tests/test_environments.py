@@ -133,6 +133,31 @@ def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_pat
     assert envs.count_rows(PY, a) is None and envs.count_rows(PY, b) == 25
 
 
+def test_an_install_starts_no_pip_and_no_interpreter_but_the_row_count(tmp_path, hub, names, monkeypatch):
+    """hatchling builds the wheel in this process and installer unpacks it: the only program
+    an install starts is the fresh-process row count (through the warm worker)."""
+    name = names("iter_5")
+    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(15)))
+    envs.install_scheme(PY)                 # read once per driver process, before the install
+    started = []
+    real_run, real_popen = subprocess.run, subprocess.Popen
+
+    def spy_run(cmd, *a, **kw):
+        started.append(cmd)
+        return real_run(cmd, *a, **kw)
+
+    def spy_popen(cmd, *a, **kw):
+        started.append(cmd)
+        return real_popen(cmd, *a, **kw)
+
+    monkeypatch.setattr(subprocess, "run", spy_run)
+    monkeypatch.setattr(subprocess, "Popen", spy_popen)
+    assert envs.install_generated(PY, pkg, 15)["rows"] == 15
+    assert not any("pip" in " ".join(map(str, c)) for c in started), started
+    dist = list(envs.purelib(PY).glob(f"{name}-*.dist-info"))
+    assert len(dist) == 1 and (dist[0] / "RECORD").exists()   # a normal install pip can remove
+
+
 def test_row_count_mismatch_stops_with_a_clear_error(tmp_path, hub, names):
     name = names("iter_3")
     pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(10)))

@@ -35,7 +35,7 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     # the probe sampled iter_0's weights on 8 generated rows x 4
     probe = metrics["iters"][1]["probe"]
     assert probe["prompts"] == 8 and probe["k"] == 4 and probe["passed"] is True
-    assert "probe: 8 prompts x 4" in (run_dir / "iter_1" / "probe.log").read_text()
+    assert "probe: 8 of 8 prompts x 4" in (run_dir / "iter_1" / "probe.log").read_text()
     assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
     # iter_1 resumed from iter_0's pre-staged step and trained to the absolute max_steps
     log1 = (run_dir / "iter_1" / "train.log").read_text()

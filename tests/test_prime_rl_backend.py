@@ -21,7 +21,7 @@ from driver import training
 from driver.backends import Backend, check_classic
 from driver.dialects import classic_schema
 from driver.dialects.classic import ClassicDialect, Knobs
-from driver.dialects.composition import compose
+from rl_contract.composition import compose
 from driver.errors import DriverError, UsageError
 
 D = ClassicDialect()

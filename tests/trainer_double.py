@@ -23,7 +23,7 @@ from pathlib import Path
 
 def parse_args(argv: list[str]) -> dict:
     # prime-rl's composition rules, shared with the embedded trainer (no schema applied here)
-    from driver.dialects.composition import CompositionError, compose
+    from rl_contract.composition import CompositionError, compose
 
     try:
         return compose(argv)

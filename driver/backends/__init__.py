@@ -17,6 +17,7 @@ from driver.errors import UsageError
 
 RL_COMMAND_VAR = "DRIVER_RL_COMMAND"
 PROBE_COMMAND_VAR = "DRIVER_PROBE_COMMAND"
+PROBE_MODULE = "embedded_trainer.probe"
 
 
 def _probe_override() -> tuple[str, ...] | None:
@@ -148,7 +149,7 @@ def local() -> Backend:
             "embedded extra with a CPU torch pinned: pip install 'synthetic-self-improve-rl"
             "[embedded]' (torch==2.13.0).")
     return Backend("local", (sys.executable, "-m", "embedded_trainer.rl"), None, sys.executable,
-                   probe=_probe_override() or (sys.executable, "-m", "embedded_trainer.probe"),
+                   probe=_probe_override() or (sys.executable, "-m", PROBE_MODULE),
                    seed_flag="--embedded.seed")
 
 

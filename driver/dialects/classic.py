@@ -6,18 +6,15 @@ broadcasts}/step_N`, with rollout rows in `{train,eval}_rollouts.jsonl`.
 """
 from __future__ import annotations
 
-import json
-import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from driver import resources
 from driver.dialects import classic_schema
 from driver.errors import UsageError
+from rl_contract.classic import ClassicLayout
 
-_STEP = re.compile(r"^step_(\d+)$")
 # the eval env name that marks selection-split rows in an eval file (evaluation.py splits on it)
 SELECTION_ENV = "hub-selection"
 
@@ -38,51 +35,10 @@ class Knobs:
     wandb_project: str = "synthetic-self-improve-rl"
 
 
-class ClassicDialect:
+class ClassicDialect(ClassicLayout):
+    """The output layout (rl_contract.classic) plus the classic configs and their checks."""
     name = "classic"
     selection_env = SELECTION_ENV
-
-    # ---- output layout -----------------------------------------------------------------------
-    def rollouts_dir(self, out: Path) -> Path:
-        return Path(out) / "run_default" / "rollouts"
-
-    def weights_dir(self, out: Path, step: int) -> Path:
-        """The Hugging Face model directory a step's weights are saved in."""
-        return out / "weights" / f"step_{step}"
-
-    def eval_file(self, out: Path, step: int) -> Path:
-        return self.rollouts_dir(out) / f"step_{step}" / "eval_rollouts.jsonl"
-
-    def train_file(self, out: Path, step: int) -> Path:
-        return self.rollouts_dir(out) / f"step_{step}" / "train_rollouts.jsonl"
-
-    def checkpoint_trees(self, out: Path, step: int) -> list[Path]:
-        """The four trees a resuming run needs in its own output dir."""
-        out = Path(out)
-        return [out / "checkpoints" / f"step_{step}", out / "weights" / f"step_{step}",
-                out / "run_default" / "checkpoints" / f"step_{step}",
-                out / "run_default" / "broadcasts" / f"step_{step}"]
-
-    def steps(self, directory: Path) -> list[int]:
-        if not Path(directory).is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in Path(directory).iterdir()
-                      if (m := _STEP.match(p.name)))
-
-    def train_steps(self, out: Path) -> list[int]:
-        """The steps whose train rollouts are on disk, in order."""
-        return [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
-
-    def latest_train_step(self, out: Path) -> int | None:
-        steps = self.train_steps(out)
-        return steps[-1] if steps else None
-
-    def train_rows(self, out: Path, step: int) -> Iterator[dict]:
-        """Train rollout rows (fair game for the teacher)."""
-        with open(self.train_file(out, step), encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    yield json.loads(line)
 
     # ---- configs -----------------------------------------------------------------------------
     def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None) -> dict:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import collections
 import json
-import subprocess
 from pathlib import Path
+
+from driver import worker
 
 # Runs in the target interpreter: argv = env_id, env_args JSON, dataset path.
 _SCORE_ROWS = r"""
@@ -72,8 +73,8 @@ print("@@ACC@@" + json.dumps({"ceiling": ceiling, "rows": asyncio.run(run())}))
 
 def score_rows(python: str, env_id: str, env_args: dict | None, dataset: Path) -> dict:
     """{"ceiling": full reward, "rows": [{"line", "template", "reward", "errors"}]}."""
-    r = subprocess.run([python, "-c", _SCORE_ROWS, env_id, json.dumps(env_args or {}), str(dataset)],
-                       capture_output=True, text=True, timeout=1800)
+    r = worker.run_py(python, _SCORE_ROWS, [env_id, json.dumps(env_args or {}), str(dataset)],
+                      timeout=1800)
     out = next((x for x in r.stdout.splitlines() if x.startswith("@@ACC@@")), None)
     if r.returncode != 0 or out is None:
         tail = "\n".join(r.stderr.strip().splitlines()[-6:]) or "no output"

@@ -11,9 +11,9 @@ names *our* rows only.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
+from driver import worker
 from driver.state import atomic_write_json
 
 # Shared verbatim by the driver and the eval-side subprocess, so both hash identically.
@@ -55,8 +55,7 @@ grams, row_text = _ns["grams"], _ns["row_text"]
 
 
 def eval_fingerprints(python: str, env_id: str, env_args: dict | None = None) -> dict:
-    r = subprocess.run([python, "-c", _EVAL_SIDE, env_id, json.dumps(env_args or {})],
-                       capture_output=True, text=True, timeout=600)
+    r = worker.run_py(python, _EVAL_SIDE, [env_id, json.dumps(env_args or {})], timeout=600)
     line = next((x for x in r.stdout.splitlines() if x.startswith("@@FP@@")), None)
     if r.returncode != 0 or line is None:
         # the error text is the loader's, never eval rows

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver import envs, evaluation, faults, progress, training
-from driver.dialects import composition
+from rl_contract import composition
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.state import atomic_write_json, now, read_json

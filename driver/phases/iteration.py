@@ -8,7 +8,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from driver import envs, evaluation, faults, generator, scratchpad, teachers
+from driver import envs, evaluation, faults, generator, scratchpad, teachers, worker
+from driver.backends import PROBE_MODULE
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.gates import accuracy
@@ -168,6 +169,13 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
 # --------------------------------------------------------------------------------------------
 # probe: does the dataset carry gradient for the anchor student?
 
+def probes_in_worker(ctx: Ctx) -> bool:
+    """The embedded trainer's own probe runs forked from a warm interpreter (driver/worker.py);
+    any other probe command (DRIVER_PROBE_COMMAND) as a process of its own."""
+    cmd = ctx.backend.probe
+    return cmd is not None and tuple(cmd[1:]) == ("-m", PROBE_MODULE)
+
+
 def probe(ctx: Ctx, n: int) -> str:
     """Returns "ok", "retry" or "skip", like `dataset`. The anchor (iter_0's checkpoint) samples
     a group on a sample of the generated rows; without live groups there is nothing to learn."""
@@ -192,14 +200,20 @@ def probe(ctx: Ctx, n: int) -> str:
         knobs = iteration_knobs(ctx, n)   # the student samples as this iteration will train
         model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
         out = d / "probe_rollouts.jsonl"
-        args = [*cmd, "--model", str(model), "--env-id", arm.package, "--prompts",
+        args = ["--model", str(model), "--env-id", arm.package, "--prompts",
                 str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
                 str(knobs.train_max_tokens), "--temperature", str(knobs.train_temperature),
-                "--seed", str(st.seed), "--output", str(out)]
+                "--seed", str(st.seed), "--min-live", str(st.probe_min_live), "--output", str(out)]
         faults.point("probe:before-launch")
-        with open(d / "probe.log", "w") as log:
-            r = subprocess.run(args, cwd=ctx.backend.cwd, stdout=log, stderr=subprocess.STDOUT,
-                               stdin=subprocess.DEVNULL, timeout=3600)
+        if probes_in_worker(ctx):
+            # the embedded trainer's probe, in a process forked from a warm interpreter
+            r = worker.run_py(cmd[0], worker.RUN_MODULE, [PROBE_MODULE, *args], timeout=3600,
+                              cwd=ctx.backend.cwd, torch=True)
+            atomic_write_text(d / "probe.log", r.stdout + r.stderr)
+        else:
+            with open(d / "probe.log", "w") as log:
+                r = subprocess.run([*cmd, *args], cwd=ctx.backend.cwd, stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=3600)
         if r.returncode != 0 or not out.exists():
             tail = "\n".join((d / "probe.log").read_text(errors="replace").splitlines()[-10:])
             raise DriverError(f"[iter_{n}] the gradient probe failed (exit {r.returncode}); see "

@@ -179,9 +179,7 @@ class BuiltinTeacher:
         atomic_write_text(d / "gen_dataset.py", GEN_SCRIPT.format(
             family=fam.__name__, style_arg="" if style is None else f", style={style!r}",
             seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
-            prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
-            env_id=brief.hub["env_id"],
-            env_args=json.dumps(brief.hub.get("env_args") or {})))
+            prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports]))
         atomic_write_text(d / "scratchpad_entry.md",
                           self._entry(brief, weakness, len(rows), n_failed, fam.DATA_PLAN))
 
@@ -223,16 +221,17 @@ class BuiltinTeacher:
         ]) + "\n"
 
 
-GEN_SCRIPT = '''"""Generator for this iteration (written by the built-in teacher). Run from this directory."""
+GEN_SCRIPT = '''"""Generator for this iteration (written by the built-in teacher). Run from this directory.
+The driver's gate scores every row's reasoning with the hub rubric (the accuracy line), so this
+script does not load the hub env for a round trip of its own."""
 import json
 
-from generators import cold_read, round_trip
+from generators import cold_read
 from {family} import generate
 
 weakness = json.load(open("weakness.json"))
 skeletons = json.load(open("skeletons.json"))
 rows = generate(weakness, skeletons, out="dataset.jsonl", seed={seed}, prior={prior!r}{style_arg})
-round_trip({env_id!r}, rows, env_args=json.loads({env_args!r}))
 print(cold_read(rows))
 print(f"wrote {{len(rows)}} rows")
 '''
