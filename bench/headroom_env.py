@@ -1,15 +1,28 @@
-"""StockArithmetic with a choice of train rows and the *validation* split as its eval split,
+"""StockArithmetic with a choice of train rows and of eval rows that are never the test split,
 for bench/rl_headroom.py. The hub env's own parser and rubric score every row.
 
-kind = "hub"    the hub env's 1,000 train rows (what iter_0 trains on)
-kind = "fresh"  new problems from the hub's own problem and question generators: the train
-                register exactly, none of them in any hub split
-kind = "hard"   like fresh, each with >= 3 of the family generator's structural features
-                (what the dataset gate asks 40% of a teacher's rows to be)
-kind = "three_digit"  like fresh, each with a running stock that reaches 100 or more (the
-                weakness the streamed warm start plants): perfectly targeted rows
-kind = "plain" / "plain_three_digit"  like fresh / three_digit, worded by the family
-                generator's plain style (what the built-in teacher writes) instead of the hub's
+Train rows (`kind`):
+  "hub"          the hub env's 1,000 train rows (what iter_0 trains on)
+  "fresh"        new problems from the hub's own problem and question generators: the train
+                 register exactly, none of them in any hub split
+  "hard"         like fresh, each with >= 3 of the family generator's structural features
+  "three_digit"  like fresh, each with a running stock that reaches 100 or more (the weakness
+                 the streamed warm start plants): perfectly targeted rows
+  "plain" / "plain_three_digit"  like fresh / three_digit, worded by the family generator's
+                 plain style (what the built-in teacher writes) instead of the hub's
+  "mix_three_digit" / "plain_mix_three_digit"  60% three_digit rows and 40% fresh rows whose
+                 running stock stays below 100: targeted, with the contrast a teacher's bucket
+                 floors keep (a student shown only three-digit totals can learn "always write a
+                 hundreds digit" instead of when to)
+
+Eval rows (`eval_kind`):
+  "validation"   the hub's validation split (operands up to 50, as the train split)
+  "wide"         200 fresh problems with operands up to 100 and at least one above 50, in the
+                 hub's wording, none in any hub split: the shape of the test split's OOD100
+                 half without its problems, so a decision can weigh it without the test split
+  "three"        200 fresh problems in the train range whose running stock reaches 100, in the
+                 hub's wording, none in any hub split: the planted skill, measured on more
+                 problems than the validation split's 32
 """
 from __future__ import annotations
 
@@ -24,17 +37,27 @@ from stock_arithmetic.data import build_splits, generate_problem, make_row
 from stock_arithmetic.verifier import normalized_problem
 
 
+def held_keys() -> set:
+    return {normalized_problem(r["info"]["problem"]) for rows in build_splits(0).values() for r in rows}
+
+
+MIX_SHARE = 0.6   # three-digit share of the mix kinds
+
+
 def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
-    splits = build_splits(0)
-    seen = {normalized_problem(r["info"]["problem"]) for rows in splits.values() for r in rows}
+    seen = held_keys()
     rng, text_rng, out = random.Random(seed), random.Random(seed + 1), []
     while len(out) < n:
-        p = generate_problem(rng, family.MAX_OPERAND)
-        key = normalized_problem(p)
-        if key in seen or (kind == "hard" and len(family.features(p, False, False)) < 3):
-            continue
-        if kind.endswith("three_digit") and max(family.running(p)) < 100:
-            continue
+        want_three = None   # any structure
+        if kind.endswith("three_digit"):
+            want_three = "mix" not in kind or rng.random() < MIX_SHARE
+        while True:
+            p = generate_problem(rng, family.MAX_OPERAND)
+            key = normalized_problem(p)
+            if key in seen or (kind == "hard" and len(family.features(p, False, False)) < 3):
+                continue
+            if want_three is None or (max(family.running(p)) >= 100) == want_three:
+                break
         seen.add(key)
         row = make_row(p, "ID50", "train", text_rng)
         if kind.startswith("plain"):
@@ -43,10 +66,33 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
     return out
 
 
-def load_environment(kind: str = "hub", n: int = 1000, seed: int = 123, **kwargs) -> vf.Environment:
+def wide_rows(n: int = 200, seed: int = 7) -> list[dict]:
+    return probe_rows("wide", n, seed)
+
+
+def probe_rows(kind: str, n: int = 200, seed: int = 7) -> list[dict]:
+    """Fresh eval rows of one shape (see the module docstring), seeded, none in any split."""
+    seen = held_keys()
+    rng, text_rng, out = random.Random(f"{kind}|{seed}"), random.Random(f"{kind}-text|{seed}"), []
+    while len(out) < n:
+        p = generate_problem(rng, 100 if kind == "wide" else 50)
+        key = normalized_problem(p)
+        if key in seen:
+            continue
+        if kind == "wide" and max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= 50:
+            continue
+        if kind == "three" and max(family.running(p)) < 100:
+            continue
+        seen.add(key)
+        out.append(make_row(p, "OOD100" if kind == "wide" else "ID50", "bench", text_rng))
+    return out
+
+
+def load_environment(kind: str = "hub", n: int = 1000, seed: int = 123,
+                     eval_kind: str = "validation", **kwargs) -> vf.Environment:
     base = hub.load_environment(eval_split="validation")
     splits = build_splits(0)
     rows = splits["train"] if kind == "hub" else fresh_rows(n, seed, kind)
-    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows),
-                            eval_dataset=Dataset.from_list(splits["validation"]),
+    evals = splits["validation"] if eval_kind == "validation" else probe_rows(eval_kind)
+    return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), eval_dataset=Dataset.from_list(evals),
                             system_prompt=hub.SYSTEM_PROMPT, parser=base.parser, rubric=base.rubric)

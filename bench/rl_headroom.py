@@ -1,24 +1,28 @@
-"""Does more GRPO move the embedded student, and does fresh data help more than the hub's own
-train rows? Measured on the hub env's *validation* split, never the test split.
+"""Does GRPO move the embedded student, and does targeted data move it more than untargeted
+data? Measured on the hub env's *validation* split and on two fresh sets (none of their problems in
+any split): 200 train-range problems whose running stock reaches 100 (the planted skill), and
+200 OOD100-shaped ones (operands up to 100); never on the test split.
 
     python bench/rl_headroom.py [--model DIR|RECIPE] [--steps 30] [--anchor-only]
+    python bench/rl_headroom.py --sweep [--model ...]      # the RL settings sweep (README)
 
-1. anchor: the default student, `--steps` GRPO steps on the hub's train rows with the driver's
-   local defaults (what iter_0 is).
-2. From the anchor's checkpoint, `--steps` more steps on each of: the hub's train rows again;
-   fresh problems in the train rows' exact register (the best case for any teacher: new
-   problems the student can read); fresh problems with >= 3 structural features (what the
-   dataset gate asks 40% of a teacher's rows to be); fresh problems at 3x the learning rate.
+1. anchor: `--anchor-steps` GRPO steps on the hub's train rows (what iter_0 is).
+2. From the anchor's checkpoint, `--steps` more steps on each arm of `--arms`:
+   hub (the hub's train rows again), fresh (new problems in the train rows' register),
+   hard (fresh, >= 3 structural features), three_digit (fresh, every running stock reaching
+   100: the planted weakness, perfectly targeted), plain / plain_three_digit (the same in the
+   family generator's plain wording, what the built-in teacher writes); `kind*3` trains at 3x
+   the lr.
 
-`--model builtin:tiny-char-qwen2?sft_steps=400` builds (and caches) another warm start by the
-same recipe; `--anchor-only` stops after the anchor. `--arms` picks the arms (`hub`, `fresh`,
-`hard`, `three_digit`; `kind*3` trains at 3x the lr); `--temperature`, `--group`, `--batch` and
-`--kl` set the rollout temperature, group size, rollouts per step and KL to the anchor for
-every arm. Accuracy is also split by whether a validation problem's running stock reaches 100
-(the weakness a streamed warm start can plant), read from the validation problem, never from a
-completion. Prints the student's own accuracy, then each arm's greedy validation accuracy with its Wilson 95% interval and its paired lift
-over the anchor (Newcombe 95% interval, exact McNemar p), side by side. Only example ids and
-rewards are read from the eval files. About 5 minutes on 2 cores.
+`--sweep` runs the anchor alone under each of a fixed list of RL settings (temperature, lr,
+KL, group size, steps) and prints one row per setting: how far iter_0's GRPO moves greedy
+accuracy from the student it starts from. Every other flag (`--temperature`, `--lr`, `--group`,
+`--batch`, `--kl`, `--updates`) sets every arm's rollouts and optimiser.
+
+Accuracy is printed on both eval sets, validation split by whether a problem's running stock
+reaches 100 (read from the problem, never from a completion), each with its Wilson 95%
+interval, and every arm's paired lift over the anchor (Newcombe 95% interval, exact McNemar p).
+Only example ids and rewards are read from the eval files.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,12 +68,38 @@ interval = {max_steps}
 max_completion_tokens = 96
 [[orchestrator.eval.env]]
 id = "headroom_env"
-args = {{kind = "hub"}}
+name = "val"
+args = {{kind = "hub", eval_kind = "validation"}}
+[[orchestrator.eval.env]]
+id = "headroom_env"
+name = "three"
+args = {{kind = "hub", eval_kind = "three"}}
+[[orchestrator.eval.env]]
+id = "headroom_env"
+name = "wide"
+args = {{kind = "hub", eval_kind = "wide"}}
 [trainer.optim]
 lr = {lr}
 [embedded]
 kl_beta = {kl}
+updates_per_batch = {updates}
+seed = {seed}
+scale_advantages = {scale}
+freeze_embeddings = {freeze}
 """
+
+# The sweep: one anchor per row, each changing one or two settings from the first.
+SWEEP = [
+    {"temperature": 1.0, "lr": 1e-4},
+    {"temperature": 0.7, "lr": 1e-4},
+    {"temperature": 0.5, "lr": 1e-4},
+    {"temperature": 0.7, "lr": 3e-5},
+    {"temperature": 0.7, "lr": 1e-5},
+    {"temperature": 0.7, "lr": 1e-4, "kl": 0.05},
+    {"temperature": 0.7, "lr": 1e-4, "group": 8},
+    {"temperature": 0.7, "lr": 1e-4, "updates": 1},
+    {"temperature": 0.7, "lr": 3e-5, "anchor_steps": 60},
+]
 
 
 def default_model() -> Path:
@@ -94,9 +125,9 @@ def resolve_model(name: str | None) -> Path:
     return recipe.materialize(name, vf.load_environment("stock_arithmetic"), key)
 
 
-def correct(rows: list[dict]) -> dict[str, int]:
+def correct(rows: list[dict], env: str) -> dict[str, int]:
     """example id -> 1/0 from the reward alone (no completion text is read)."""
-    return {str(x["example_id"]): int(float(x["reward"]) >= 0.5) for x in rows}
+    return {str(x["example_id"]): int(float(x["reward"]) >= 0.5) for x in rows if x["env_name"] == env}
 
 
 # validation example id -> does its running stock reach 100 (from the problem, not a rollout)
@@ -104,24 +135,27 @@ THREE_DIGIT = {str(i): max(running(r["info"]["problem"])) >= 100
                for i, r in enumerate(build_splits(0)["validation"])}
 
 
-def train(out: Path, model, kind: str, lr: float, max_steps: int, resume: int | None, a) -> dict:
+def read_eval(path: Path) -> dict:
+    rows = [json.loads(x) for x in path.read_text().splitlines() if x]
+    return {"val": correct(rows, "val"), "three": correct(rows, "three"), "wide": correct(rows, "wide")}
+
+
+def train(out: Path, model, kind: str, s: dict, max_steps: int, resume: int | None) -> dict:
     out.mkdir(parents=True, exist_ok=True)   # a resuming arm already holds the anchor's trees
     cfg = out / "rl.toml"
-    cfg.write_text(CONFIG.format(max_steps=max_steps, model=model, kind=kind, lr=lr,
-                                 resume=f"resume_step = {resume}" if resume else "",
-                                 batch=a.batch, group=a.group, temperature=a.temperature, kl=a.kl))
+    cfg.write_text(CONFIG.format(max_steps=max_steps, model=model, kind=kind,
+                                 resume=f"resume_step = {resume}" if resume else "", **s))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)])}
+    t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "embedded_trainer.rl", "@", str(cfg),
                         "--output-dir", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
         sys.exit(f"{out.name}: trainer failed\n{r.stderr[-2000:]}")
-    rows = [json.loads(x) for x in LAYOUT.eval_file(out, max_steps).read_text().splitlines() if x]
     train_r = [float(line.split()[3]) for line in r.stdout.splitlines() if line.startswith("step ")]
-    first = LAYOUT.eval_file(out, resume or 0)
-    before = [json.loads(x) for x in first.read_text().splitlines() if x] if resume is None else None
-    return {"correct": correct(rows), "before": correct(before) if before else None,
-            "train_reward_first5": sum(train_r[:5]) / 5,
-            "train_reward_last5": sum(train_r[-5:]) / 5}
+    before = read_eval(LAYOUT.eval_file(out, 0)) if resume is None else None
+    return {"correct": read_eval(LAYOUT.eval_file(out, max_steps)), "before": before,
+            "train_reward_first5": sum(train_r[:5]) / 5, "train_reward_last5": sum(train_r[-5:]) / 5,
+            "seconds": time.time() - t0}
 
 
 def share(res: dict, three: bool) -> str:
@@ -129,62 +163,111 @@ def share(res: dict, three: bool) -> str:
     return f"{sum(got) / max(1, len(got)):.3f}"
 
 
+def acc(res: dict) -> str:
+    k, n = sum(res.values()), len(res)
+    lo, hi = wilson_interval(k, n)
+    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def lift(base: dict, res: dict) -> str:
+    p = paired(base, res)
+    return f"{p['lift']:+.3f} [{p['lift_ci'][0]:+.3f}, {p['lift_ci'][1]:+.3f}] p={p['p_value']:.3f}"
+
+
+HEADER = (f"{'arm':<22} {'val acc [95% CI]':>22} {'>=100':>6} {'<100':>6} {'three acc [95% CI]':>22} "
+          f"{'wide acc [95% CI]':>22}  {'val lift vs ref [95% CI] p':>34}  {'three lift vs ref':>34}  "
+          f"{'wide lift vs ref':>34}  train reward first5 -> last5")
+
+
+def line(label: str, res: dict, ref: dict | None, r: dict | None) -> str:
+    c = res
+    out = (f"{label:<22} {acc(c['val']):>22} {share(c['val'], True):>6} {share(c['val'], False):>6} "
+           f"{acc(c['three']):>22} {acc(c['wide']):>22}")
+    if ref is not None:
+        out += "".join(f"  {lift(ref[k], c[k]):>34}" for k in ("val", "three", "wide"))
+    if r is not None:
+        out += f"  {r['train_reward_first5']:.3f} -> {r['train_reward_last5']:.3f} ({r['seconds']:.0f} s)"
+    return out
+
+
+def settings(a, **over) -> dict:
+    s = {"temperature": a.temperature, "lr": a.lr, "group": a.group, "batch": a.batch,
+         "kl": a.kl, "updates": a.updates, "seed": a.seed,
+         "scale": "false" if a.no_scale else "true",
+         "freeze": "true" if a.freeze_embeddings else "false"}
+    s.update({k: v for k, v in over.items() if k in s})
+    return s
+
+
+def sweep(a, model, work: Path) -> None:
+    print("one anchor per setting (GRPO on the hub's train rows from the student); lift vs the "
+          "student itself\n" + HEADER, flush=True)
+    student = None
+    for i, over in enumerate(SWEEP):
+        s = settings(a, **over)
+        steps = over.get("anchor_steps", a.anchor_steps or a.steps)
+        res = train(work / f"sweep_{i}", model, "hub", s, steps, None)
+        if student is None:
+            student = res["before"]
+            print(line("student (no RL)", student, None, None), flush=True)
+        label = " ".join(f"{k}={v}" for k, v in over.items()) + (
+            "" if "anchor_steps" in over else f" steps={steps}")
+        print(line(label, res["correct"], student, res), flush=True)
+        shutil.rmtree(work / f"sweep_{i}", ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="student directory or builtin:tiny-char-qwen2?... "
                     "recipe (default: the prebuilt student)")
     ap.add_argument("--anchor-only", action="store_true", help="stop after the anchor")
+    ap.add_argument("--sweep", action="store_true", help="run the fixed sweep of anchor settings")
     ap.add_argument("--steps", type=int, default=30, help="GRPO steps per arm (default 30, the driver's)")
     ap.add_argument("--anchor-steps", type=int, default=None, help="the anchor's steps (default --steps)")
-    ap.add_argument("--lr", type=float, default=1e-4, help="learning rate (default 1e-4, the driver's)")
+    ap.add_argument("--lr", type=float, default=1e-4, help="learning rate (default 1e-4)")
     ap.add_argument("--temperature", type=float, default=1.0, help="train rollout temperature (default 1.0)")
     ap.add_argument("--group", type=int, default=4, help="completions per prompt (default 4)")
     ap.add_argument("--batch", type=int, default=64, help="rollouts per step (default 64)")
     ap.add_argument("--kl", type=float, default=0.0, help="KL to the student before RL (default 0)")
+    ap.add_argument("--updates", type=int, default=2, help="optimiser steps per batch (default 2)")
+    ap.add_argument("--seed", type=int, default=0, help="the trainer's seed (default 0)")
+    ap.add_argument("--freeze-embeddings", action="store_true",
+                    help="leave the (tied) token embeddings out of the RL update")
+    ap.add_argument("--no-scale", action="store_true",
+                    help="advantages r - mean, not divided by the group's std (Dr. GRPO)")
     ap.add_argument("--arms", default="hub,fresh,hard,fresh*3",
                     help="comma-separated arms after the anchor: hub, fresh, hard, three_digit, "
                     "plain, plain_three_digit; kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
     a = ap.parse_args()
     model = resolve_model(a.model)
-    anchor_steps = a.anchor_steps or a.steps
     work = Path(tempfile.mkdtemp(prefix="rl-headroom-"))
     try:
+        if a.sweep:
+            print(f"student {getattr(model, 'name', model)}; eval: validation split and 200 fresh "
+                  "wide problems, greedy", flush=True)
+            return sweep(a, model, work)
+        anchor_steps = a.anchor_steps or a.steps
+        s = settings(a)
         print(f"student {getattr(model, 'name', model)}; anchor {anchor_steps} steps, {a.steps} per arm; "
-              f"lr {a.lr}, temperature {a.temperature}, {a.batch // a.group} prompts x {a.group}, "
-              f"kl {a.kl}; eval: validation split, greedy", flush=True)
-        anchor = train(work / "anchor", model, "hub", a.lr, anchor_steps, None, a)
-        results = {"student (no RL)": {"correct": anchor["before"], "train_reward_first5": None},
-                   "anchor (hub train)": anchor}
+              f"{s}; eval: validation split and 200 fresh wide problems, greedy", flush=True)
+        anchor = train(work / "anchor", model, "hub", s, anchor_steps, None)
+        print(HEADER)
+        print(line("student (no RL)", anchor["before"], None, None))
+        print(line("anchor (hub train)", anchor["correct"], anchor["before"], anchor), flush=True)
         arms = [] if a.anchor_only else [x.strip() for x in a.arms.split(",") if x.strip()]
         for arm in arms:
             kind, _, mult = arm.partition("*")
-            lr = a.lr * float(mult or 1)
             out = work / arm.replace("*", "x")
             for tree in LAYOUT.checkpoint_trees(work / "anchor", anchor_steps):
                 shutil.copytree(tree, out / tree.relative_to(work / "anchor"))
-            print(f"  training: {arm} ...", flush=True)
-            results[arm] = train(out, model, kind, lr, anchor_steps + a.steps, anchor_steps, a)
-        print(f"\n{'arm':<20} {'val acc':>8} {'95% CI':>15} {'>=100':>6} {'<100':>6} "
-              f"{'lift vs anchor':>15} {'95% CI':>17} {'p':>6}  train reward first5 -> last5")
-        base = anchor["correct"]
-        for label, res in results.items():
-            k, n = sum(res["correct"].values()), len(res["correct"])
-            lo, hi = wilson_interval(k, n)
-            line = (f"{label:<20} {k / n:>8.3f} [{lo:.3f}, {hi:.3f}] {share(res['correct'], True):>6} "
-                    f"{share(res['correct'], False):>6}")
-            if res["train_reward_first5"] is None:
-                print(line)
-                continue
-            if res is anchor:
-                line += f" {'':>15} {'':>17} {'':>6}"
-            else:
-                p = paired(base, res["correct"])
-                line += (f" {p['lift']:>+15.3f} [{p['lift_ci'][0]:+.3f}, {p['lift_ci'][1]:+.3f}]"
-                         f" {p['p_value']:>6.3f}")
-            print(line + f"  {res['train_reward_first5']:.3f} -> {res['train_reward_last5']:.3f}  (n={n})")
+            res = train(out, model, kind, {**s, "lr": a.lr * float(mult or 1)},
+                        anchor_steps + a.steps, anchor_steps)
+            print(line(arm, res["correct"], anchor["correct"], res), flush=True)
         n3 = sum(THREE_DIGIT.values())
-        print(f"(>=100: the {n3} validation problems whose running stock reaches 100; <100: the "
-              f"other {len(THREE_DIGIT) - n3})")
+        print(f"(lifts: the student's for the anchor, the anchor's for every arm; >=100: the {n3} "
+              f"validation problems whose running stock reaches 100; <100: the other "
+              f"{len(THREE_DIGIT) - n3}; three: 200 fresh train-range problems reaching 100; wide: 200 "
+              "fresh problems with an operand above 50)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

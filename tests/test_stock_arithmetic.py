@@ -134,3 +134,26 @@ def test_warm_start_corpus_is_fresh_and_plants_the_documented_share():
     from stock_arithmetic.verifier import score_response
     assert score_response(r["info"]["reference_completion"], r["info"]["problem"]) == 1.0
     assert warm_start_corpus(50, seed=3, three_digit_share=0.05) == rows[:50]   # seeded stream
+
+
+def test_the_mixed_register_rewords_the_same_problems_and_never_names_a_split_problem():
+    from stock_arithmetic import warm_start_corpus
+
+    plain = warm_start_corpus(600, seed=4, three_digit_share=0.06, wide_share=0.3)
+    mixed = warm_start_corpus(600, seed=4, three_digit_share=0.06, wide_share=0.3, mixed_share=0.6)
+    # the grammar changes wording only: the same problems, answers and completions, in order
+    assert [r["info"] for r in plain] == [r["info"] for r in mixed]
+    reworded = [m for p, m in zip(plain, mixed) if p["prompt"][1]["content"] != m["prompt"][1]["content"]]
+    assert 0.5 < len(reworded) / len(mixed) < 0.7
+    hub_like = "starts the day with"
+    assert sum(hub_like not in r["prompt"][1]["content"] for r in reworded) > 0.5 * len(reworded)
+    # every number of a reworded question is a movement, in the order the ledger applies them
+    import re
+    for r in reworded:
+        p = r["info"]["problem"]
+        assert [int(x) for x in re.findall(r"\d+", r["prompt"][1]["content"])] == \
+            [p["initial"], *p["deliveries"], *p["withdrawals"]]
+    wide = sum(r["info"]["population"] == "OOD100" for r in mixed) / len(mixed)
+    assert 0.2 < wide < 0.4
+    held = {normalized_problem(r["info"]["problem"]) for rows in build_splits(0).values() for r in rows}
+    assert not held & {normalized_problem(r["info"]["problem"]) for r in mixed}

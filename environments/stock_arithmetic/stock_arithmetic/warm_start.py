@@ -1,15 +1,22 @@
-"""A warm-start corpus for a student of StockArithmetic-v1: a stream of fresh problems in the
-train rows' register, each with its worked reference completion (what the embedded trainer's
-tiny student learns to read and compute from, before any RL).
+"""A warm-start corpus for a student of StockArithmetic-v1: a stream of fresh problems, each with
+its worked reference completion (what the embedded trainer's tiny student learns to read and
+compute from, before any RL).
 
 No problem of any hub split (train, validation, test) of the env built with `env_seed` (the
 default env is seed 0), nor a permutation of one, is ever emitted: the keys of all three splits
 are excluded after normalisation.
 
-The corpus can plant a documented weakness: `three_digit_share` is the share of problems whose
-running stock reaches 100 or more (about 16% of the train split's problems do; 0.05 makes them
-rare, so a student warm-started on it solves them sometimes, not never). `wide_share` is the
-share of problems drawn with operands up to 100 instead of the train split's 50.
+Options, each documented where a recipe names it (`c_<option>`):
+- `three_digit_share`: the share of problems whose running stock reaches 100 or more (about 18%
+  of the train split's problems do, and 55% of the test split's, most of them in its OOD100
+  half). A small share plants a documented weakness: a student warm-started on it solves
+  such problems sometimes, not never. Negative keeps the natural share.
+- `wide_share`: the share of problems drawn with operands up to 100 instead of the train
+  split's 50.
+- `mixed_share`: the share of problems worded in the corpus's own ledger grammar (many
+  openings, verbs, nouns and questions, movements always in chronological order) instead of
+  the hub's own wording. A student that has read only the hub's eight items and seven places
+  cannot read a question worded any other way; one that has read the grammar can.
 """
 from __future__ import annotations
 
@@ -24,16 +31,81 @@ def reaches_three_digits(problem: dict) -> bool:
     return problem["initial"] + sum(problem["deliveries"]) >= 100
 
 
+# The corpus's own grammar. It is deliberately broader than the hub's wording (nouns of every
+# length, one or several sentences per movement, many questions) so that what a student learns
+# is "the numbers, in order", not where the hub's template puts them.
+PLACES = ["warehouse", "corner shop", "depot", "school kitchen", "boat yard", "garden centre",
+          "hardware store", "clinic", "market stall", "museum shop", "farm", "office",
+          "hotel", "pharmacy", "toy shop", "stadium kiosk", "camp", "workshop", "cellar",
+          "print room", "station", "village hall", "studio", "barn", "lab", "store"]
+ITEMS = ["crates", "boxes", "parcels", "bags of sand", "jars", "candles", "chairs", "tiles",
+         "sacks of grain", "bottles of oil", "rolls of paper", "cans", "helmets", "kites",
+         "mugs", "bricks", "baskets of eggs", "packs of cards", "pens", "blankets", "tools",
+         "spools of thread", "buckets", "maps", "plates", "bolts"]
+NAMES = ["Ada", "Ben", "Cleo", "Dev", "Esme", "Finn", "Gita", "Hugo", "Ines", "Jack", "Kofi",
+         "Lena", "Milo", "Noor", "Olga", "Pavel", "Ruth", "Sami", "Tess", "Umar", "Vera", "Wen"]
+OPENINGS = [
+    "{Place} starts the day with {n0} {item}.",
+    "The {place} opens with {n0} {item} in stock.",
+    "At the {place} there are {n0} {item} this morning.",
+    "{Name} counts {n0} {item} at the {place}.",
+    "In the morning the {place} holds {n0} {item}.",
+    "The ledger of the {place} begins at {n0} {item}.",
+    "Stock check: the {place} has {n0} {item}.",
+    "{Name} keeps the {place}, which starts with {n0} {item}.",
+]
+DELIVERIES = [
+    "A first delivery brings {a} {item}, and a second delivery brings {b} more.",
+    "Then {a} {item} arrive, followed by {b} more.",
+    "A van drops off {a} {item}. Later another {b} come in.",
+    "Deliveries add {a} {item} and then {b} {item}.",
+    "{Name} receives {a} {item}, then {b} more.",
+    "First {a} {item} are delivered; next {b} are delivered.",
+    "A supplier sends {a} {item}, and a second supplier sends {b}.",
+]
+WITHDRAWALS = [
+    "Then {c} {item} are taken out, and later another {d} are taken out.",
+    "Next {c} {item} are sold, and {d} more are sold later.",
+    "Customers take {c} {item}. After that {d} {item} leave.",
+    "{Name} ships {c} {item}, then ships {d} more.",
+    "Orders remove {c} {item} and then {d} {item}.",
+    "First {c} {item} go out; later {d} go out.",
+    "{c} {item} are used, and then {d} more are used.",
+]
+QUESTIONS = [
+    "How many are in stock at the end of the day?",
+    "How many {item} are left?",
+    "What is the final stock?",
+    "How many {item} remain at closing?",
+    "What does the ledger show at the end?",
+    "How many {item} does the {place} hold now?",
+]
+
+
+def render_mixed(problem: dict, rng: random.Random) -> str:
+    place, item, name = rng.choice(PLACES), rng.choice(ITEMS), rng.choice(NAMES)
+    fill = {"place": place, "Place": "The " + place if rng.random() < 0.5 else "A " + place,
+            "item": item, "Name": name, "n0": problem["initial"],
+            "a": problem["deliveries"][0], "b": problem["deliveries"][1],
+            "c": problem["withdrawals"][0], "d": problem["withdrawals"][1]}
+    parts = [rng.choice(OPENINGS), rng.choice(DELIVERIES), rng.choice(WITHDRAWALS),
+             rng.choice(QUESTIONS)]
+    return " ".join(p.format(**fill) for p in parts)
+
+
 def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0,
-                      wide_share: float = 0.0, env_seed: int = 0) -> list[dict]:
+                      wide_share: float = 0.0, mixed_share: float = 0.0,
+                      env_seed: int = 0) -> list[dict]:
     """`count` rows shaped like the hub's train rows (prompt, answer, info with a
-    reference_completion), drawn fresh from `seed`. A negative `three_digit_share` keeps the
-    natural share."""
+    reference_completion), drawn fresh from `seed`."""
     from . import SYSTEM_PROMPT
 
     held = {normalized_problem(r["info"]["problem"]) for rows in build_splits(int(env_seed)).values()
             for r in rows}
     rng, text_rng = random.Random(f"warm-start|{seed}"), random.Random(f"warm-text|{seed}")
+    # the grammar draws from its own stream, so a corpus without it (mixed_share 0) is exactly
+    # the stream that earlier students were built from
+    mixed_rng = random.Random(f"warm-mixed|{seed}")
     out: list[dict] = []
     while len(out) < count:
         wide = rng.random() < wide_share
@@ -45,7 +117,10 @@ def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0
             if want_three is None or reaches_three_digits(p) == want_three:
                 break
         row = make_row(p, "OOD100" if wide else "ID50", "warm_start", text_rng)
+        question = row.pop("question")
+        if mixed_share > 0 and mixed_rng.random() < mixed_share:
+            question = render_mixed(p, mixed_rng)
         row["prompt"] = [{"role": "system", "content": SYSTEM_PROMPT},
-                         {"role": "user", "content": row.pop("question")}]
+                         {"role": "user", "content": question}]
         out.append(row)
     return out
