@@ -12,6 +12,7 @@ import time
 
 from driver import teachers
 from driver.gates import rules
+from driver.defaults import BACKEND_DEFAULTS, BACKENDS, RUN_DEFAULTS
 
 EXIT_CODES = """exit codes:
   0  finished (or, for read commands, success)
@@ -28,20 +29,6 @@ A rollout passes when reward >= 0.5 (--success-threshold). The raw-reward live f
 groups whose rewards differ by more than 1e-6; with a shaped reward it can be high while the
 pass/fail one is low: all-fail groups that only look live."""
 
-# Defaults differ by backend: prime-rl's are the seed procedure's standard hyperparameters for
-# a GPU node; the embedded trainer's fit the built-in tiny model on 2 CPU cores.
-BACKEND_DEFAULTS = {
-    "prime_rl": {"model": "Qwen/Qwen3-0.6B", "batch_size": 512, "rollouts_per_example": 16,
-                 "steps_per_run": 100, "max_completion_tokens": 1024, "temperature": 1.0,
-                 "lr": None, "budget": 10 * 3600},
-    # the loop's budget is sized so that a whole default run, controls included, takes about
-    # ten minutes on 2 CPU cores
-    "local": {"model": "builtin:tiny-char-qwen2", "batch_size": 64, "rollouts_per_example": 4,
-              "steps_per_run": 30, "max_completion_tokens": 96, "temperature": 1.0,
-              "lr": None, "budget": 5 * 60},
-}
-
-
 def choose_backend(a) -> tuple[str, str | None]:
     """(backend, why the embedded default was chosen) when --backend is not given: prime-rl
     whenever a checkout is named (--prime-rl-dir, PRIME_RL_DIR) or DRIVER_RL_COMMAND stands in
@@ -57,7 +44,27 @@ def choose_backend(a) -> tuple[str, str | None]:
 
 
 def _defaults_help(key: str) -> str:
-    return ", ".join(f"{b}: {d[key]}" for b, d in BACKEND_DEFAULTS.items())
+    """A backend-dependent default as the help text shows it (from the run model)."""
+    def show(v):
+        return _duration(v) if key == "budget_seconds" else v
+    return ", ".join(f"{b}: {show(d[key])}" for b, d in BACKEND_DEFAULTS.items())
+
+
+def _default(field: str):
+    """A flag's default as the help text shows it: the run model's own, never a copy."""
+    v = RUN_DEFAULTS[field]
+    return _duration(v) if field == "stall_timeout_s" else v
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size:g}{unit}"
+    return f"{seconds:g}s"
+
+
+# flags whose name is not the run model's field name with dashes
+FIELD_FLAGS = {"budget_seconds": "--budget", "stall_timeout_s": "--stall-timeout"}
 _BUDGET = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([hms]?)\s*$")
 _UNITS = {"h": 3600, "m": 60, "s": 1, "": 1}
 
@@ -141,10 +148,10 @@ def build_parser() -> argparse.ArgumentParser:
                         f"{_defaults_help('model')})")
     r.add_argument("--budget", type=parse_budget,
                    help="wall-clock cap for the iteration loop: Nh, Nm or Ns; controls run after "
-                        "it on their own time (default by backend: prime_rl: 10h, local: 5m)")
+                        f"it on their own time (default by backend: {_defaults_help('budget_seconds')})")
     r.add_argument("--hub-id", type=plain_name, help="Prime hub slug (default: primeintellect/<dataset>)")
-    r.add_argument("--max-iters", default=15, type=positive_int,
-                   help="total iterations including iter_0 (default: %(default)s)")
+    r.add_argument("--max-iters", type=positive_int,
+                   help=f"total iterations including iter_0 (default: {_default('max_iters')})")
     r.add_argument("--batch-size", type=positive_int,
                    help="TOTAL rollouts per step, not unique prompts (default by backend: "
                         f"{_defaults_help('batch_size')})")
@@ -163,10 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lr", type=float,
                    help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (default by "
                         f"backend: {_defaults_help('lr')}; None leaves the trainer's own default)")
-    r.add_argument("--eval-examples", default=200, type=positive_int,
-                   help="hub eval examples per evaluation (default: %(default)s)")
+    r.add_argument("--eval-examples", type=positive_int,
+                   help=f"hub eval examples per evaluation (default: {_default('eval_examples')})")
     r.add_argument("--init-from", help="a prior run directory to reuse as iter_0 (skips training it)")
-    r.add_argument("--backend", choices=list(BACKEND_DEFAULTS),
+    r.add_argument("--backend", choices=list(BACKENDS),
                    help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local "
                         "(the embedded trainer: CPU, or one GPU when present; needs the "
                         "[embedded] extra) (default: prime_rl when a checkout is set with "
@@ -179,21 +186,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="JSON object of load_environment arguments for the hub env; every hub "
                         "env block (iter_0's train env, every eval, run B's real data) gets them "
                         "(default: {})")
-    _teacher_flags(r, default="builtin")
-    r.add_argument("--teacher-retries", default=3, type=positive_int,
-                   help="gate failures before an iteration is skipped (default: %(default)s)")
-    r.add_argument("--stall-timeout", default="30m", type=parse_budget,
+    _teacher_flags(r, default=RUN_DEFAULTS["teacher"])
+    r.add_argument("--teacher-retries", type=positive_int,
+                   help="gate failures before an iteration is skipped (default: "
+                        f"{_default('teacher_retries')})")
+    r.add_argument("--stall-timeout", type=parse_budget,
                    help="a trainer that writes no new train step or eval row for this long is "
                         "stopped and the arm marked failed; `driver resume` retrains it. Allow "
-                        "for model loading and the final eval (default: 30m)")
-    r.add_argument("--probe-prompts", default=32, type=int,
+                        f"for model loading and the final eval (default: {_default('stall_timeout_s')})")
+    r.add_argument("--probe-prompts", type=int,
                    help="pre-training gradient probe: the anchor student samples a group on this "
-                        "many generated rows; 0 turns it off (default: %(default)s)")
-    r.add_argument("--probe-min-live", default=0.1, type=float,
+                        f"many generated rows; 0 turns it off (default: {_default('probe_prompts')})")
+    r.add_argument("--probe-min-live", type=float,
                    help="a dataset whose probe has fewer live groups (outcome varies) than this "
-                        "fraction goes back to the teacher (default: %(default)s)")
+                        f"fraction goes back to the teacher, in [0, 1] (default: {_default('probe_min_live')})")
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")
-    r.add_argument("--seed", default=0, type=int, help="seed for every random choice (default: 0)")
+    r.add_argument("--seed", type=int, help=f"seed for every random choice (default: {_default('seed')})")
 
     s = sub.add_parser("resume", help="continue a run directory where it stopped", epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -301,20 +309,13 @@ def cmd_run(a) -> int:
     from driver import loop
     from driver.backends import resolve
     from driver.context import Ctx
-    from driver.state import RunDir, RunLock, RunState
+    from pydantic import ValidationError
+
+    from driver.state import RunDir, RunLock, RunState, validation_message
 
     why_local = None
     if a.backend is None:
         a.backend, why_local = choose_backend(a)
-    for key, value in BACKEND_DEFAULTS[a.backend].items():
-        if getattr(a, key) is None:
-            setattr(a, key, value)
-    if a.batch_size % a.rollouts_per_example:
-        raise _usage(f"--batch-size {a.batch_size} is not divisible by --rollouts-per-example "
-                     f"{a.rollouts_per_example}")
-    if a.batch_size // a.rollouts_per_example < 16:
-        raise _usage(f"--batch-size {a.batch_size} gives {a.batch_size // a.rollouts_per_example} "
-                     "unique prompts per step; GRPO needs at least 16")
     if a.init_from:
         from driver import dialects
         from driver.phases.setup import init_from_problems
@@ -325,13 +326,20 @@ def cmd_run(a) -> int:
         if missing:   # before anything is created: iter_0 would be reused without these
             raise _usage(f"--init-from {a.init_from} is missing: " + ", ".join(missing[:6])
                          + (f" (and {len(missing) - 6} more)" if len(missing) > 6 else ""))
-    llm = _llm_config(a)
-    if a.lr is not None and not 0 < a.lr < 1:
-        raise _usage(f"--lr {a.lr} must be in (0, 1)")
-    if not 0 < a.temperature <= 2:
-        raise _usage(f"--temperature {a.temperature} must be in (0, 2]")
-    if a.probe_prompts < 0 or not 0 <= a.probe_min_live <= 1:
-        raise _usage("--probe-prompts must be >= 0 and --probe-min-live within [0, 1]")
+    try:   # the run model fills the backend's defaults and checks every knob, once
+        state = RunState.create(
+            a.backend, dataset=a.dataset, hub_id=a.hub_id or f"primeintellect/{a.dataset}",
+            model=a.model, start_ts=time.time(), budget_seconds=a.budget, max_iters=a.max_iters,
+            batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
+            steps_per_run=a.steps_per_run, eval_examples=a.eval_examples,
+            max_completion_tokens=a.max_completion_tokens, temperature=a.temperature, lr=a.lr,
+            init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
+            teacher=a.teacher, seed=a.seed, prime_rl_dir=a.prime_rl_dir, env_args=a.env_args,
+            teacher_retries=a.teacher_retries, llm=_llm_config(a),
+            probe_prompts=a.probe_prompts, probe_min_live=a.probe_min_live,
+            stall_timeout_s=a.stall_timeout)
+    except ValidationError as e:
+        raise _usage(validation_message(e, FIELD_FLAGS)) from None
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
     if not a.base_config:
         a.base_config = canonical_config(a.prime_rl_dir, a.dataset)
@@ -349,23 +357,14 @@ def cmd_run(a) -> int:
         k += 1
     path.mkdir(parents=True)
     rd = RunDir(path)
-    state = RunState(
-        env_tag=hashlib.sha256(str(rd.path).encode()).hexdigest()[:6],
-        dataset=a.dataset, hub_id=a.hub_id or f"primeintellect/{a.dataset}", model=a.model,
-        start_ts=time.time(), budget_seconds=a.budget, max_iters=a.max_iters,
-        batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
-        steps_per_run=a.steps_per_run, eval_examples=a.eval_examples,
-        max_completion_tokens=a.max_completion_tokens, temperature=a.temperature, lr=a.lr, init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
-        backend=a.backend, teacher=a.teacher, seed=a.seed,
-        prime_rl_dir=a.prime_rl_dir, base_config=str(Path(a.base_config).resolve()) if a.base_config else None,
-        env_args=a.env_args,
-        teacher_retries=a.teacher_retries, llm=llm, probe_prompts=a.probe_prompts,
-        probe_min_live=a.probe_min_live, stall_timeout_s=a.stall_timeout,
-        trainer_stand_in=backend.stand_in)
+    state.env_tag = hashlib.sha256(str(rd.path).encode()).hexdigest()[:6]
+    state.base_config = str(Path(a.base_config).resolve()) if a.base_config else None
+    state.trainer_stand_in = backend.stand_in
     with RunLock(rd.path):
         if why_local:
             print(f"using the embedded default ({why_local}): the {a.dataset} env, the embedded "
-                  f"trainer, the {a.model} student, the {a.teacher} teacher, a {a.budget / 60:g}-minute "
+                  f"trainer, the {state.model} student, the {state.teacher} teacher, a "
+                  f"{state.budget_seconds / 60:g}-minute "
                   "loop budget. Pass --backend prime_rl --prime-rl-dir DIR for the real trainer.",
                   flush=True)
         print(f"run directory: {rd.path}", flush=True)
@@ -374,7 +373,7 @@ def cmd_run(a) -> int:
               file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
-                  f"the {a.model} name is only passed to it", file=sys.stderr, flush=True)
+                  f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
         return loop.run(Ctx.open(rd, state))
 
 

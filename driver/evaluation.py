@@ -9,14 +9,24 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from driver.diagnose import SUCCESS_THRESHOLD
 from driver.errors import DriverError
 from driver.state import iter_jsonl
+from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"
-# a zero-weight metric that labels each eval row's population (1 = OOD100, 0 = ID50)
-POPULATION_METRIC = "ood_population"
-POPULATIONS = {False: "ID50", True: "OOD100"}
+# The naming rule for populations: an env labels each eval row's population with zero-weight
+# metrics named `population_<NAME>`, 1 for the row's own population and 0 for the others
+# (StockArithmetic: population_ID50, population_OOD100). Accuracy is split by population only
+# when every row names exactly one; the driver knows no population by name.
+POPULATION_PREFIX = "population_"
+
+
+def population_of(metrics: dict) -> str | None:
+    """The one population a row's metrics name, or None when they name none or several."""
+    named = [k[len(POPULATION_PREFIX):] for k, v in metrics.items()
+             if k.startswith(POPULATION_PREFIX) and len(k) > len(POPULATION_PREFIX)
+             and v >= 0.5]
+    return named[0] if len(named) == 1 else None
 
 
 def _numeric_view(row: dict) -> dict:
@@ -75,9 +85,8 @@ def _summarize(views: list[dict]) -> dict:
     }
     if lenient:
         summary["eval_lenient_acc"] = sum(lenient) / len(lenient)
-    # populations, when the env labels them with a numeric metric (StockArithmetic: ID50/OOD100)
-    if all(POPULATION_METRIC in v["metrics"] for v in views):
-        pop_of = [POPULATIONS[v["metrics"][POPULATION_METRIC] >= 0.5] for v in views]
+    pop_of = [population_of(v["metrics"]) for v in views]
+    if all(pop is not None for pop in pop_of):
         pops: dict[str, list[int]] = {}
         for pop, ok in zip(pop_of, oks):
             pops.setdefault(pop, []).append(ok)

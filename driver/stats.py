@@ -29,8 +29,13 @@ def paired(base: dict[str, int], arm: dict[str, int]) -> dict:
     lift = p2 - p1
     l1, u1 = wilson_interval(a + b, n)
     l2, u2 = wilson_interval(a + c, n)
+    # phi: the correlation of the two arms' outcomes, with Newcombe's continuity correction
+    # (a positive ad - bc is reduced by n/2, and to zero when it is smaller than that)
     denom = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(denom) if denom else 0.0
+    cross = a * d - b * c
+    if cross > 0:
+        cross = max(0.0, cross - n / 2)
+    phi = cross / math.sqrt(denom) if denom else 0.0
     lo = lift - math.sqrt(max(0.0, (p2 - l2) ** 2 - 2 * phi * (p2 - l2) * (u1 - p1) + (u1 - p1) ** 2))
     hi = lift + math.sqrt(max(0.0, (u2 - p2) ** 2 - 2 * phi * (u2 - p2) * (p1 - l1) + (p1 - l1) ** 2))
     p_value = mcnemar_exact(b, c)

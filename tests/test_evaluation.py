@@ -62,12 +62,26 @@ def test_verdicts():
 
 
 def test_populations_are_split_by_their_numeric_label_only(tmp_path):
-    rows = [row(0, 1.0, is_correct=1.0, ood_population=0.0), row(1, 0.0, is_correct=0.0, ood_population=0.0),
-            row(2, 1.0, is_correct=1.0, ood_population=1.0), row(3, 1.0, is_correct=1.0, ood_population=1.0),
-            row(4, 0.0, is_correct=0.0, ood_population=1.0)]
+    ID, OOD = {"population_ID50": 1.0, "population_OOD100": 0.0}, {"population_ID50": 0.0, "population_OOD100": 1.0}
+    rows = [row(0, 1.0, is_correct=1.0, **ID), row(1, 0.0, is_correct=0.0, **ID),
+            row(2, 1.0, is_correct=1.0, **OOD), row(3, 1.0, is_correct=1.0, **OOD),
+            row(4, 0.0, is_correct=0.0, **OOD)]
     s = aggregate(write(tmp_path, rows))
     assert s["acc_by_population"] == {"ID50": 0.5, "OOD100": pytest.approx(2 / 3)}
     assert s["n_by_population"] == {"ID50": 2, "OOD100": 3}
     assert s["population_by_example"] == {"0": "ID50", "1": "ID50", "2": "OOD100", "3": "OOD100",
                                           "4": "OOD100"}
     assert CANARY not in json.dumps(s)
+
+
+def test_any_env_names_its_own_populations_and_an_ambiguous_label_splits_nothing(tmp_path):
+    # the naming rule, not a list in the driver: population_<NAME> metrics at 1 for the row's own
+    rows = [row(0, 1.0, is_correct=1.0, population_easy=1.0, population_hard=0.0),
+            row(1, 0.0, is_correct=0.0, population_easy=0.0, population_hard=1.0)]
+    s = aggregate(write(tmp_path, rows))
+    assert s["acc_by_population"] == {"easy": 1.0, "hard": 0.0}
+    both = [row(0, 1.0, is_correct=1.0, population_easy=1.0, population_hard=1.0),
+            row(1, 0.0, is_correct=0.0, population_easy=0.0, population_hard=1.0)]
+    assert "acc_by_population" not in aggregate(write(tmp_path, both))
+    unlabelled = [row(0, 1.0, is_correct=1.0, population_easy=1.0), row(1, 0.0, is_correct=0.0)]
+    assert "acc_by_population" not in aggregate(write(tmp_path, unlabelled))

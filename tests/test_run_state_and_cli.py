@@ -12,17 +12,16 @@ import time
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
 
-def test_help_documents_every_flag_and_exit_code_quickly():
-    t0 = time.perf_counter()
+def test_help_documents_every_flag_and_exit_code_and_loads_nothing_heavy():
     r = subprocess.run([sys.executable, "-m", "driver.cli", "run", "--help"], capture_output=True, text=True)
-    elapsed = time.perf_counter() - t0
     assert r.returncode == 0
     for flag in ("--dataset", "--model", "--budget", "--hub-id", "--max-iters", "--batch-size",
                  "--init-from", "--backend", "--teacher", "--runs-dir", "--seed"):
         assert flag in r.stdout, flag
     for code in ("0  finished", "1  failure", "2  usage", "3  waiting for the teacher"):
         assert code in r.stdout
-    assert elapsed < 2.0, elapsed  # the CLI imports nothing heavy before parsing
+    # what makes --help fast is what it does not import (no clock here: a shared 2-core machine
+    # makes wall-clock bounds flaky; `time driver --help` is about 0.1 s)
     r = subprocess.run([sys.executable, "-c", "import driver.cli, sys; "
                         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
                         "('torch','verifiers','datasets','pydantic')))"], capture_output=True, text=True)
@@ -99,7 +98,7 @@ def test_corrupted_run_json_gives_a_clear_error_and_is_not_overwritten(tmp_path,
     assert r.returncode == 2 and "newer than this driver" in r.stderr
     (rd / "run.json").write_text(json.dumps({"format_version": 1, "dataset": 3}))
     r = driver(["status", str(rd)], driver_env(tmp_path))
-    assert r.returncode == 2 and "bad fields" in r.stderr
+    assert r.returncode == 2 and "does not match the run format (dataset 3: Input should be a valid string" in r.stderr
 
 
 def test_trainer_crash_stops_cleanly_and_resume_retrains(tmp_path, runs):
@@ -196,7 +195,7 @@ def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp
     d.mkdir(exist_ok=True)
     rd = RunDir(d)
     rd.save(RunState(dataset="stock_arithmetic", hub_id="h", model="m", start_ts=time.time(),
-                     budget_seconds=60, max_iters=3, batch_size=64, backend="local",
+                     budget_seconds=60, max_iters=3, batch_size=64, rollouts_per_example=4, backend="local",
                      teacher="builtin", phase="train", iteration=1, steps_per_run=30,
                      trainer=TrainerProcess(pid=1, create_time=0, output_dir=str(out),
                                             config_paths=[], launched_ts=time.time() - 9,

@@ -32,6 +32,25 @@ def test_paired_counts_lift_and_interval():
     assert big["lift_ci"][1] - big["lift_ci"][0] < hi - lo
 
 
+def _pairs(both: int, lost: int, gained: int, neither: int) -> tuple[dict, dict]:
+    cells = [(1, 1)] * both + [(1, 0)] * lost + [(0, 1)] * gained + [(0, 0)] * neither
+    return ({str(i): b for i, (b, _) in enumerate(cells)}, {str(i): a for i, (_, a) in enumerate(cells)})
+
+
+def test_newcombe_interval_matches_a_published_worked_example():
+    # Complete response before and after consolidation therapy (Cavo et al., 2012), the paired
+    # 2x2 example of Fagerland, Lydersen and Laake, "Statistical Analysis of Contingency
+    # Tables" (2017), ch. 8: 59 / 6 / 16 / 80, Newcombe's square-and-add interval for the
+    # difference before - after = -0.0621 (95% CI -0.1186 to -0.0046). Our lift is after -
+    # before, so the same interval with its sign turned.
+    r = paired(*_pairs(59, 6, 16, 80))
+    assert r["lift"] == pytest.approx(0.0621, abs=5e-5)
+    assert r["lift_ci"] == pytest.approx([0.0046, 0.1186], abs=5e-5)
+    # the other direction is the mirror image: a sign error in either bound fails one of these
+    r = paired(*_pairs(59, 16, 6, 80))
+    assert r["lift_ci"] == pytest.approx([-0.1186, -0.0046], abs=5e-5)
+
+
 def test_no_discordance_is_no_evidence_and_only_shared_ids_count():
     base = {"a": 1, "b": 0, "c": 1}
     r = paired(base, {"a": 1, "b": 0, "c": 1, "z": 1})

@@ -63,7 +63,7 @@ def test_a_request_past_its_time_limit_is_killed_and_the_worker_goes_on(warm, tm
     t0 = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
         worker.run_py(PY, "import time; time.sleep(30)", [], timeout=1)
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 10   # generous: killed at 1 s, where the script sleeps 30 s
     assert worker.run_py(PY, "print('after')", []).stdout.strip() == "after"
     assert worker.get(PY) is warm
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from driver import resources
 from driver.dialects import classic_schema
+from driver.defaults import batch_problem
 from driver.errors import UsageError
 from rl_contract.classic import ClassicLayout
 
@@ -120,13 +121,10 @@ class ClassicDialect(ClassicLayout):
         orch = cfg.get("orchestrator", {})
         bs, rpe = orch.get("batch_size"), orch.get("rollouts_per_example")
         if bs is not None and rpe:
-            bs, rpe = int(bs), int(rpe)
-            if bs % rpe:
-                raise UsageError(f"batch_size {bs} is not divisible by rollouts_per_example {rpe}; "
-                                 "pick a --batch-size that is a multiple of it")
-            if bs // rpe < 16:
-                raise UsageError(f"batch_size {bs} / rollouts_per_example {rpe} = {bs // rpe} unique "
-                                 "prompts per step; GRPO needs at least 16. Raise --batch-size.")
+            problem = batch_problem(int(bs), int(rpe))
+            if problem:
+                raise UsageError(f"[orchestrator] {problem}. Change --batch-size (or the config's "
+                                 "batch_size) to a multiple of the group size with enough prompts.")
         ckpt = cfg.get("ckpt", {})
         if "resume_step" in ckpt:
             rs = ckpt["resume_step"]

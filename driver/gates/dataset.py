@@ -114,7 +114,6 @@ def check(dataset: Path, weakness: dict, prior: list[Path] = (),
     level = [rules.DIFFICULTY.get(i.get("difficulty")) for i in info]
     doms = collections.Counter(i.get("domain") for i in info)
     subs = collections.Counter(bucket)
-    diff = collections.Counter(level)
     feats = [set(i.get("structural_features") or []) for i in info]
     per_feat = collections.Counter(f for fs in feats for f in fs)
     skel = [str(i.get("source", "")).startswith("skeleton:") for i in info]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from driver import scratchpad, stats
 from driver.context import Ctx
 from driver.evaluation import selection_score, wilson_interval
-from driver.phases.controls import ARMS, best_iteration, record_best
+from driver.arm import ARMS, best_iteration, record_best
 from driver.state import now, read_json
 
 
@@ -84,9 +84,12 @@ def _lift(v: dict | None) -> tuple[str, str, str]:
 def table(rows: list[dict]) -> str:
     selection = any(r.get("selection_acc") is not None for r in rows)
     holm = any("p_holm" in r for r in rows)
+    # one column per population the env's metrics name (evaluation's naming rule), in order
+    pop_names = sorted({k for r in rows for k in (r.get("acc_by_population") or {})})
     head = (f"{'run':<27}{'rows':>6} {'n':>5}  " + (f"{'val %':>6}  " if selection else "")
             + f"{'strict % [95% CI]':<20}{'lenient %':>9}  "
-            f"{'ID50 %':>6} {'OOD100 %':>8}  {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
+            + "".join(f"{name + ' %':>{max(6, len(name) + 2)}} " for name in pop_names)
+            + f" {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
             + (f"{'Holm p':>7}  " if holm else "")
             + f"{'sig 5%':<7}{'vs prev':<10}ckpt")   # vs prev: verdict against the previous iteration
     lines = [head]
@@ -109,7 +112,8 @@ def table(rows: list[dict]) -> str:
             f"{str(r.get('n') or '-'):>5}  "
             + (f"{_pct(r.get('selection_acc')):>6}  " if selection else "")
             + f"{acc:<20}{_pct(r.get('lenient_acc')):>9}  "
-            f"{_pct(pops.get('ID50')):>6} {_pct(pops.get('OOD100')):>8}  {lift:<26}{p:>10}  "
+            + "".join(f"{_pct(pops.get(name)):>{max(6, len(name) + 2)}} " for name in pop_names)
+            + f" {lift:<26}{p:>10}  "
             + (f"{holm_p:>7}  " if holm else "")
             + f"{sig:<7}{(r.get('verdict') or '-'):<10}{r['ckpt'] or '-'}{mark}")
     best = next((r for r in rows if r["best"]), None)

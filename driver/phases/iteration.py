@@ -18,7 +18,7 @@ from driver.gates import dataset as gate
 from driver.gates import decontam
 from driver.gates import hparams as hparams_gate
 from driver.gates import weakness as weakness_gate
-from driver.phases.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
+from driver.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200

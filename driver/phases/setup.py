@@ -7,8 +7,8 @@ from pathlib import Path
 from driver import envs, evaluation, faults, scratchpad, teachers
 from driver.context import Ctx
 from driver.errors import DriverError, UsageError
-from driver.phases.arm import Arm, evaluate, metrics_entry, train
-from driver.state import atomic_write_json, atomic_write_text, read_json
+from driver.arm import Arm, evaluate, metrics_entry, train
+from driver.state import atomic_write_json, atomic_write_text
 
 
 def introspect(ctx: Ctx) -> None:

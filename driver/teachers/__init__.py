@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from driver.defaults import TEACHERS
+
 OUTPUTS = ("weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md")
 
 
@@ -50,7 +52,7 @@ def outputs_present(iter_dir: Path) -> bool:
     return all((Path(iter_dir) / name).exists() for name in OUTPUTS)
 
 
-NAMES = ("builtin", "agent", "llm")
+NAMES = TEACHERS
 
 
 def builtin_refusal(hub: dict) -> str | None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import statistics
 
-from driver.diagnose import SUCCESS_THRESHOLD
 from driver.errors import DriverError
 from driver.state import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, builtin_refusal, outputs_present
 from generators import FAMILIES, family_of
+from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 TARGET_ROWS = 600
 

@@ -3,8 +3,9 @@
 The answer is one JSON object `{"final_stock": <int>}`, optionally after one leading
 `<think>...</think>` block. Reward 1 for a correct answer, 0 otherwise; a response cut at the
 token limit scores 0. `lenient_correct` (weight 0) reports the right number in any format;
-`ood_population` (weight 0) is 1 for a row of the OOD100 population (operands up to 100) and 0
-for ID50, so a reader of numeric metrics alone can split accuracy by population.
+`population_ID50` and `population_OOD100` (weight 0) label each row's population (1 for its
+own, 0 for the other), following the driver's naming rule, so a reader of numeric metrics alone
+can split accuracy by population.
 """
 from __future__ import annotations
 
@@ -57,8 +58,13 @@ async def lenient_correct(completion, answer, info=None, state=None, **kwargs) -
     return _lenient(_completion_text(completion), (info or {})["problem"])
 
 
-async def ood_population(completion, answer, info=None, state=None, **kwargs) -> float:
-    """1.0 for a row of the OOD100 population, 0.0 for ID50 (a label, not a score)."""
+async def population_ID50(completion, answer, info=None, state=None, **kwargs) -> float:
+    """1.0 for a row of the ID50 population (operands up to 50): a label, not a score."""
+    return 1.0 if (info or {}).get("population") == "ID50" else 0.0
+
+
+async def population_OOD100(completion, answer, info=None, state=None, **kwargs) -> float:
+    """1.0 for a row of the OOD100 population (operands up to 100): a label, not a score."""
     return 1.0 if (info or {}).get("population") == "OOD100" else 0.0
 
 
@@ -72,8 +78,9 @@ def load_environment(seed: int = 0, eval_split: str = "test", num_train_examples
         return rows if n is None or n < 0 else rows[:n]
 
     parser = StockAnswerParser()
-    rubric = vf.Rubric(funcs=[correct_final_stock, lenient_correct, ood_population],
-                       weights=[1.0, 0.0, 0.0], parser=parser)
+    rubric = vf.Rubric(funcs=[correct_final_stock, lenient_correct, population_ID50,
+                              population_OOD100],
+                       weights=[1.0, 0.0, 0.0, 0.0], parser=parser)
     return vf.SingleTurnEnv(
         dataset=Dataset.from_list(take(splits["train"], num_train_examples)),
         eval_dataset=Dataset.from_list(take(splits[eval_split], num_eval_examples)),
