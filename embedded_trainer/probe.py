@@ -10,8 +10,9 @@ runs `driver diagnose`'s numbers on the file: a dataset the student always solve
 solves, has no live groups and goes back to the teacher before any GPU time is spent on it.
 
 With `--min-live F` (the driver's threshold) it samples CHUNK prompts at a time and stops as
-soon as the live fraction's Wilson 95% interval lies wholly above or below F, after at least
-two chunks: a clear verdict does not pay for all N prompts.
+soon as the live fraction's Wilson 95% interval lies wholly above or below F: a clear verdict
+does not pay for all N prompts. A chunk is one batch, and on a CPU a batch twice as large
+costs little more than one, so chunks are few and large.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import time
 from pathlib import Path
 
 
-CHUNK = 8
+CHUNK = 16   # prompts per batch; the earliest verdict comes after one chunk
 
 
 def clear(live: int, n: int, threshold: float) -> bool:
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         gen = torch.Generator().manual_seed(hash_seed(a.seed, "probe"))
         out_rows, live = [], 0
         for s in range(0, len(picks), CHUNK):
-            if a.min_live is not None and s >= 2 * CHUNK and clear(live, s, a.min_live):
+            if a.min_live is not None and s >= CHUNK and clear(live, s, a.min_live):
                 break
             chunk = [rows[i] for i in picks[s:s + CHUNK]]
             got = sample_and_score(model, tok, [render_prompt(tok, r["prompt"]) for r in chunk],

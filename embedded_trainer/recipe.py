@@ -42,8 +42,20 @@ def is_recipe(name: str) -> bool:
     return name == RECIPE_PREFIX or name.startswith(RECIPE_PREFIX + "?")
 
 
+# The bare name is the demo student that ships prebuilt for StockArithmetic: four layers
+# (0.67M parameters) warm-started by SFT on 64,000 fresh problems, each seen once (none from any
+# split), worded 60% in a mixed ledger register. Its planted weakness: running stocks of 100 or
+# more are only 8% of the corpus (a uniform draw gives about twice that), so the student solves
+# them sometimes, not always; the teacher has to find that from train failures alone.
+DEMO_RECIPE = (f"{RECIPE_PREFIX}?corpus=stream&sft_steps=2000&layers=4&c_three_digit_share=0.08"
+               "&c_wide_share=0.3&c_mixed_share=0.6")
+
+
 def parse_recipe(name: str) -> dict:
-    """`builtin:tiny-char-qwen2?sft_steps=200&seed=1` -> the recipe's settings."""
+    """`builtin:tiny-char-qwen2?sft_steps=200&seed=1` -> the recipe's settings: DEFAULTS with
+    the named ones replaced. The bare name is DEMO_RECIPE."""
+    if name == RECIPE_PREFIX:
+        name = DEMO_RECIPE
     spec = dict(DEFAULTS)
     if "?" in name:
         for part in name.split("?", 1)[1].split("&"):
@@ -192,8 +204,8 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
     target = cache_root() / f"tiny-char-qwen2-{key}"
     if (target / "DONE").exists():
         return target
-    # the default recipe for StockArithmetic ships prebuilt (built by this function, 1.4 MB), so
-    # a first run does not spend ~10 CPU minutes on SFT; any other recipe or env is built here
+    # the demo recipe for StockArithmetic ships prebuilt (built by this function, 2.7 MB), so a
+    # first run does not spend ~70 CPU minutes on SFT; any other recipe or env is built here
     shipped = PREBUILT / target.name
     if (shipped / "DONE").exists():
         return shipped

@@ -235,6 +235,18 @@ DIFFICULTY_MIX = [("hard", 0.5), ("medium", 0.35), ("easy", 0.15)]
 
 
 MAX_DEPTH_SHARE = 0.6  # the gate allows 0.7; stay clear of it
+# The gate wants every feature the weakness report defines on at least 10% of the rows. An
+# allocation aimed at one weakness (say, three-digit totals) can starve a rare feature (a final
+# stock below 10 comes up in about 6% of fresh problems), so while a defined feature of the
+# problem itself is under this share of the rows made so far, rows without it are mostly
+# redrawn. Distractors and interleaving are drawn per row at fixed rates and need no help.
+FEATURE_FLOOR = 0.15
+PROBLEM_FEATURES = {
+    "carry": lambda p: carries(p) > 0,
+    "borrow": lambda p: borrows(p) > 0,
+    "three_digit_total": lambda p: max(running(p)) >= 100,
+    "near_zero_result": lambda p: solve(p) <= 9,
+}
 
 
 def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", seed: int = 0,
@@ -247,8 +259,11 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
     usable = [s for s in skeletons if valid(s["problem"])]
+    defined = [f["name"] for f in weakness.get("structural_features", [])
+               if f.get("name") in PROBLEM_FEATURES]
+    carried = {f: 0 for f in defined}   # rows made so far that carry each defined feature
     for key, constraint, target in bucket_plan(weakness, BUCKETS, "stock_arithmetic"):
-        attempts = 0
+        attempts, lag_redraws = 0, 0
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
         skel_made, skel_misses = 0, 0
         while quota.made < target:
@@ -268,6 +283,13 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             if not valid(p) or not constraint(p):
                 skel_misses += use_skeleton
                 continue
+            made = len(writer.rows) + 1
+            lagging = [f for f in defined if carried[f] < FEATURE_FLOOR * made]
+            # a bucket whose constraint excludes a lagging feature stops redrawing for it
+            if (lagging and lag_redraws < target * 200 and rng.random() < 0.8
+                    and not any(PROBLEM_FEATURES[f](p) for f in lagging)):
+                lag_redraws += 1
+                continue
             distractor = rng.random() < 0.45
             interleaved = style != "plain" and rng.random() < 0.3
             feats = features(p, distractor, interleaved)
@@ -280,6 +302,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             if not quota.claim(question, dp):
                 continue
             skel_made += use_skeleton
+            for f in defined:
+                carried[f] += PROBLEM_FEATURES[f](p)
             writer.add(question, str(solve(p)), {
                 "domain": key[0], "sub_domain": key[1], "difficulty": want,
                 "structural_features": feats, "source": source,

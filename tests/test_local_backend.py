@@ -80,9 +80,9 @@ def test_without_a_prime_rl_checkout_the_first_line_names_the_embedded_default(t
     assert r.returncode == 0, r.stderr[-3000:]
     first = r.stdout.splitlines()[0]
     assert first.startswith("using the embedded default (no prime-rl checkout is set)")
-    assert "builtin:tiny-char-qwen2 student" in first and "5-minute loop budget" in first
+    assert "builtin:tiny-char-qwen2 student" in first and "4-minute loop budget" in first
     state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
-    assert state["backend"] == "local" and state["budget_seconds"] == 300
+    assert state["backend"] == "local" and state["budget_seconds"] == 240
     # naming a checkout is a choice: it is never swapped for the embedded default
     r = driver(["run", "--prime-rl-dir", str(tmp_path), "--runs-dir", str(tmp_path / "other")], env)
     assert r.returncode == 2 and "is not a prime-rl checkout" in r.stderr

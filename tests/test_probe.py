@@ -14,6 +14,14 @@ from conftest import FAST, ROOT, driver, driver_env, launches, run_dir_from
 PROBE = f"{sys.executable} {ROOT / 'tests' / 'probe_double.py'}"
 
 
+def _groups(rows: list[dict]) -> list[list[float]]:
+    """Rewards grouped by prompt, in the order the prompts first appear."""
+    by: dict = {}
+    for r in rows:
+        by.setdefault(json.dumps(r["prompt"], sort_keys=True), []).append(r["reward"])
+    return list(by.values())
+
+
 @pytest.mark.parametrize("rate,word", [("1", "all solved: 32"), ("0", "none solved: 32")])
 def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries(tmp_path, runs, rate, word):
     env = driver_env(tmp_path, DRIVER_PROBE_COMMAND=PROBE, PROBE_DOUBLE_SOLVE_RATE=rate)
@@ -48,13 +56,26 @@ def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs)
     it1 = next(i for i in json.loads((rd / "metrics.json").read_text())["iters"] if i["iter"] == 1)
     p = it1["probe"]
     assert p["passed"] is True and p["prompts"] == 32 and p["k"] == 16
-    assert p["live_fraction"] >= 0.1 and p["all_solved"] + p["none_solved"] < 32
     rows = [json.loads(x) for x in (rd / "iter_1" / "probe_rollouts.jsonl").read_text().splitlines()]
     assert len(rows) == 32 * 16
-    # every arm's last train step is diagnosed too (256 rollouts / 16 per group = 16 groups)
+    # the figures are the rows' own: recounted here from the rollouts the probe wrote (the
+    # double solves a fixed half of them, so with 16 rollouts a prompt every group is mixed)
+    groups = _groups(rows)
+    assert len(groups) == 32
+    assert p["all_solved"] == sum(set(g) == {1.0} for g in groups) == 0
+    assert p["none_solved"] == sum(set(g) == {0.0} for g in groups) == 0
+    assert p["live_fraction"] == sum(len(set(g)) > 1 for g in groups) / 32 == 1.0
+    # every arm's last train step is diagnosed too (256 rollouts / 16 per group = 16 groups),
+    # with the same figures a recount of that step's rollouts gives
     td = it1["train_diagnose"]
     assert td["step"] == 6 and td["groups"] == 16 and td["uniform_groups"] is True
-    assert 0 <= td["live_fraction_outcome"] <= 1 and td["verdict"] in ("PASS", "FAIL")
+    from rl_contract.classic import ClassicLayout
+
+    step6_file = ClassicLayout().train_file(rd / "iter_1" / "prime_out", 6)
+    step6 = [json.loads(x) for x in step6_file.read_text().splitlines()]
+    train_groups = _groups(step6)
+    assert td["live_fraction_outcome"] == round(sum(len(set(g)) > 1 for g in train_groups) / 16, 4)
+    assert td["live_fraction_reward"] == td["live_fraction_outcome"]   # 0/1 rewards
     pad = (rd / "scratchpad.md").read_text()
     assert "train rollouts at step 6: live fraction" in pad
     assert f"gradient probe before training: live fraction {p['live_fraction']:.2f}" in pad
@@ -81,3 +102,28 @@ def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
                          "2", "--max-tokens", "4", "--output", str(out)], capture_output=True,
                         text=True, env=trainer_env(tmp_path), timeout=600)
     assert r2.returncode == 1 and "neither a model directory" in r2.stderr
+
+
+def test_the_embedded_probe_stops_early_once_its_verdict_is_clear(tmp_path):
+    """--min-live F: after each chunk of 16 prompts the probe stops when the live fraction's
+    Wilson 95% interval lies wholly on one side of F. At F = 1 that is whenever a chunk holds a
+    group whose outcome does not vary, so 40 prompts are never all sampled; without F they are."""
+    from test_embedded_trainer import TOY, trainer_env
+
+    def probe(*extra):
+        out = tmp_path / "probe.jsonl"
+        r = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model", TOY,
+                            "--env-id", "parity_toy", "--prompts", "40", "--k", "4", "--max-tokens",
+                            "6", "--seed", "3", "--output", str(out), *extra], capture_output=True,
+                           text=True, env=trainer_env(tmp_path), timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return [json.loads(x) for x in out.read_text().splitlines()], r.stdout + r.stderr
+
+    full, _ = probe()
+    assert len(full) == 40 * 4
+    first = _groups(full[:16 * 4])
+    assert not all(len(set(g)) > 1 for g in first)   # the toy student is not live everywhere
+    early, log = probe("--min-live", "1.0")
+    assert len(early) == 16 * 4 and "probe: 16 of 40 prompts x 4" in log
+    # the rows it did sample are the full run's first chunk, scored the same
+    assert [r["reward"] for r in early] == [r["reward"] for r in full[:16 * 4]]
