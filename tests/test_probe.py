@@ -106,24 +106,18 @@ def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
 
 def test_the_embedded_probe_stops_early_once_its_verdict_is_clear(tmp_path):
     """--min-live F: after each chunk of 16 prompts the probe stops when the live fraction's
-    Wilson 95% interval lies wholly on one side of F. At F = 1 that is whenever a chunk holds a
-    group whose outcome does not vary, so 40 prompts are never all sampled; without F they are."""
+    Wilson 95% interval lies wholly on one side of F. At F = 1 that is as soon as a chunk holds a
+    group whose outcome does not vary, so of 40 prompts only the first 16 are sampled."""
     from test_embedded_trainer import TOY, trainer_env
 
-    def probe(*extra):
-        out = tmp_path / "probe.jsonl"
-        r = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model", TOY,
-                            "--env-id", "parity_toy", "--prompts", "40", "--k", "4", "--max-tokens",
-                            "6", "--seed", "3", "--output", str(out), *extra], capture_output=True,
-                           text=True, env=trainer_env(tmp_path), timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        return [json.loads(x) for x in out.read_text().splitlines()], r.stdout + r.stderr
-
-    full, _ = probe()
-    assert len(full) == 40 * 4
-    first = _groups(full[:16 * 4])
-    assert not all(len(set(g)) > 1 for g in first)   # the toy student is not live everywhere
-    early, log = probe("--min-live", "1.0")
-    assert len(early) == 16 * 4 and "probe: 16 of 40 prompts x 4" in log
-    # the rows it did sample are the full run's first chunk, scored the same
-    assert [r["reward"] for r in early] == [r["reward"] for r in full[:16 * 4]]
+    out = tmp_path / "probe.jsonl"
+    r = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model", TOY,
+                        "--env-id", "parity_toy", "--prompts", "40", "--k", "4", "--max-tokens", "6",
+                        "--seed", "3", "--min-live", "1.0", "--output", str(out)],
+                       capture_output=True, text=True, env=trainer_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    groups = _groups(rows)
+    assert not all(len(set(g)) > 1 for g in groups)   # the toy student is not live everywhere
+    assert len(groups) == 16 and len(rows) == 16 * 4
+    assert "probe: 16 of 40 prompts x 4" in r.stdout + r.stderr
