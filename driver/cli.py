@@ -12,7 +12,7 @@ import time
 
 from driver import teachers
 from driver.gates import rules
-from driver.defaults import BACKEND_DEFAULTS, BACKENDS, RUN_DEFAULTS
+from driver.defaults import BACKEND_DEFAULTS, BACKENDS, MIN_PROMPTS_PER_STEP, RUN_DEFAULTS
 
 EXIT_CODES = """exit codes:
   0  finished (or, for read commands, success)
@@ -153,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-iters", type=positive_int,
                    help=f"total iterations including iter_0 (default: {_default('max_iters')})")
     r.add_argument("--batch-size", type=positive_int,
-                   help="TOTAL rollouts per step, not unique prompts (default by backend: "
+                   help="TOTAL rollouts per step, not unique prompts: a multiple of "
+                        "--rollouts-per-example giving at least "
+                        f"{MIN_PROMPTS_PER_STEP} prompts (default by backend: "
                         f"{_defaults_help('batch_size')})")
     r.add_argument("--rollouts-per-example", type=positive_int,
                    help=f"group size (default by backend: {_defaults_help('rollouts_per_example')})")

@@ -11,8 +11,8 @@ solves, has no live groups and goes back to the teacher before any GPU time is s
 
 With `--min-live F` (the driver's threshold) it samples CHUNK prompts at a time and stops as
 soon as the live fraction's Wilson 95% interval lies wholly above or below F: a clear verdict
-does not pay for all N prompts. A chunk is one batch, and on a CPU a batch twice as large
-costs little more than one, so chunks are few and large.
+does not pay for all N prompts. A chunk is one sampling batch; the driver's 32 prompts are at
+most two of them, and the earliest verdict comes after the first.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 
-CHUNK = 16   # prompts per batch; the earliest verdict comes after one chunk
+CHUNK = 16   # prompts per sampling batch
 
 
 def clear(live: int, n: int, threshold: float) -> bool:
