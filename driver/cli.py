@@ -343,6 +343,14 @@ def cmd_run(a) -> int:
     except ValidationError as e:
         raise _usage(validation_message(e, FIELD_FLAGS)) from None
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
+    from driver import dialects
+
+    if not dialects.get(backend.dialect).runs_loop:
+        raise _usage(
+            f"prime-rl {backend.prime_rl_version} speaks the {backend.dialect} dialect, whose configs "
+            "this driver renders and checks but whose loop it does not drive yet. Use a checkout in "
+            f"the classic window (v{dialects.WINDOWS['classic'][0]} .. v{dialects.WINDOWS['classic'][1]}) "
+            "or --backend local.")
     if not a.base_config:
         a.base_config = canonical_config(a.prime_rl_dir, a.dataset)
         if a.base_config:
@@ -362,6 +370,8 @@ def cmd_run(a) -> int:
     state.env_tag = hashlib.sha256(str(rd.path).encode()).hexdigest()[:6]
     state.base_config = str(Path(a.base_config).resolve()) if a.base_config else None
     state.trainer_stand_in = backend.stand_in
+    state.dialect = backend.dialect
+    state.prime_rl_version, state.prime_rl_version_source = backend.prime_rl_version, backend.version_source
     with RunLock(rd.path):
         if why_local:
             print(f"using the embedded default ({why_local}): the {a.dataset} env, the embedded "
@@ -371,8 +381,10 @@ def cmd_run(a) -> int:
                   flush=True)
         print(f"run directory: {rd.path}", flush=True)
         rd.save(state)
-        print(f"backend: {backend.name} ({' '.join(backend.command)}); teacher: {a.teacher}",
-              file=sys.stderr, flush=True)
+        version = (f", prime-rl {backend.prime_rl_version} from {backend.version_source}"
+                   if backend.prime_rl_version else "")
+        print(f"backend: {backend.name} ({' '.join(backend.command)}); dialect: {backend.dialect}"
+              f"{version}; teacher: {a.teacher}", file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)

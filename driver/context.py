@@ -9,6 +9,7 @@ from pathlib import Path
 from driver import dialects
 from driver.backends import Backend, resolve
 from driver.dialects.classic import Knobs
+from driver.errors import UsageError
 from driver.state import RunDir, RunState, read_json
 from driver.training import DEFAULT_POLL_CAP_S
 
@@ -26,7 +27,14 @@ class Ctx:
 
     @classmethod
     def open(cls, rd: RunDir, state: RunState, quiet: bool = False) -> "Ctx":
-        return cls(rd=rd, state=state, backend=resolve(state.backend, state.prime_rl_dir),
+        backend = resolve(state.backend, state.prime_rl_dir)
+        if backend.dialect != state.dialect:   # configs and layouts of two generations never mix
+            raise UsageError(
+                f"this run speaks prime-rl's {state.dialect} dialect (prime-rl "
+                f"{state.prime_rl_version or '?'}), but the trainer now resolves to {backend.dialect} "
+                f"(prime-rl {backend.prime_rl_version or '?'} from {backend.version_source}). Resume "
+                f"with the checkout the run started on, or start a new run.")
+        return cls(rd=rd, state=state, backend=backend,
                    dialect=dialects.get(state.dialect),
                    poll_interval=float(os.environ.get("DRIVER_POLL_INTERVAL", "1")),
                    quiet=quiet)

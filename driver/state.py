@@ -30,7 +30,7 @@ Phase = Literal["introspect", "baseline", "gate", "weakness", "dataset", "enviro
                 "train", "evaluate", "run_a", "run_b", "run_c", "finalize", "done"]
 Backend = Literal[BACKENDS]
 Teacher = Literal[TEACHERS]
-Dialect = Literal["classic"]
+Dialect = Literal["classic", "current"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,7 +144,10 @@ class RunState(BaseModel):
     init_from: str | None = None
     backend: Backend
     teacher: Teacher = RUN_DEFAULTS["teacher"]
-    dialect: Dialect = "classic"
+    dialect: Dialect = Field("classic", description="the configs and layout the trainer speaks "
+                             "(driver.dialects.WINDOWS), chosen from the prime-rl checkout's version")
+    prime_rl_version: str | None = Field(None, description="the version the dialect was chosen from")
+    prime_rl_version_source: str | None = Field(None, description="where that version was read")
     seed: int = RUN_DEFAULTS["seed"]
     prime_rl_dir: str | None = None
     base_config: str | None = None

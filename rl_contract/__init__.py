@@ -6,4 +6,6 @@ layout. Each side imports this package; neither imports the other.
 - `composition`: `@ a.toml @ b.toml --x.y-z V` -> one config dict, as prime-rl composes it.
 - `classic`: the classic generation's output layout (where checkpoints, weights and rollout
   rows live) and how a rollout's reward reads as pass or fail.
+- `current`: the current generation's run directory, and its trace episodes read as flat rows.
+- `steps`: the step_N directories both layouts share.
 """

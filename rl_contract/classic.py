@@ -4,17 +4,15 @@ and `OUT/run_default/{rollouts,checkpoints,broadcasts}/step_N`, with rollout row
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Iterator
+
+from rl_contract.steps import StepDirs
 
 # a rollout "passes" when its reward is at least this (pass/fail live groups, accuracy)
 SUCCESS_THRESHOLD = 0.5
 
-_STEP = re.compile(r"^step_(\d+)$")
-
-
-class ClassicLayout:
+class ClassicLayout(StepDirs):
     def rollouts_dir(self, out: Path) -> Path:
         return Path(out) / "run_default" / "rollouts"
 
@@ -34,20 +32,6 @@ class ClassicLayout:
         return [out / "checkpoints" / f"step_{step}", out / "weights" / f"step_{step}",
                 out / "run_default" / "checkpoints" / f"step_{step}",
                 out / "run_default" / "broadcasts" / f"step_{step}"]
-
-    def steps(self, directory: Path) -> list[int]:
-        if not Path(directory).is_dir():
-            return []
-        return sorted(int(m.group(1)) for p in Path(directory).iterdir()
-                      if (m := _STEP.match(p.name)))
-
-    def train_steps(self, out: Path) -> list[int]:
-        """The steps whose train rollouts are on disk, in order."""
-        return [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
-
-    def latest_train_step(self, out: Path) -> int | None:
-        steps = self.train_steps(out)
-        return steps[-1] if steps else None
 
     def train_rows(self, out: Path, step: int) -> Iterator[dict]:
         """Train rollout rows (fair game for the teacher)."""

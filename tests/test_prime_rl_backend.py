@@ -18,7 +18,7 @@ import pytest
 
 from conftest import FAST, driver, driver_env, run_dir_from
 from driver import training
-from driver.backends import Backend, check_classic
+from driver.backends import Backend, detect_dialect
 from driver.dialects import classic_schema
 from driver.dialects.classic import ClassicDialect, Knobs
 from rl_contract.composition import compose
@@ -313,35 +313,70 @@ def _checkout(tmp_path, version=None, tag=None) -> Path:
     return root
 
 
-@pytest.mark.parametrize("version, tag, ok", [
-    ("0.5.1.dev0", "v0.5.1.dev209", True),      # the tag wins over a static pyproject version
-    (None, "v0.5.1.dev55", True),
-    (None, "v0.5.1.dev225", True),
-    (None, "v0.5.1.dev226", False),             # group_size era
-    ("0.8.0", None, False),
-    ("0.5.0", None, False),
+@pytest.mark.parametrize("version, tag, dialect, nearest", [
+    ("0.5.1.dev0", "v0.5.1.dev209", "classic", None),   # the tag wins over a static pyproject version
+    (None, "v0.5.1.dev55", "classic", None),
+    (None, "v0.5.1.dev225", "classic", None),
+    (None, "v0.5.1.dev226", None, "v0.5.1.dev225 (classic), v0.8.1.dev57 (current)"),  # group_size era
+    (None, "v0.8.1.dev56", None, "v0.5.1.dev225 (classic), v0.8.1.dev57 (current)"),   # weights/ still there
+    ("0.8.0", "v0.8.1.dev57", "current", None),
+    (None, "v0.8.1.dev67", "current", None),
+    (None, "v0.8.1.dev68", None, "v0.8.1.dev67 (current)"),   # newer than any checked release
+    ("0.5.0", None, None, "v0.5.1.dev55 (classic)"),
 ])
-def test_version_detection_accepts_only_the_classic_window(tmp_path, monkeypatch, version, tag, ok):
+def test_the_dialect_follows_the_checkouts_version_window(tmp_path, monkeypatch, version, tag,
+                                                          dialect, nearest):
     monkeypatch.delenv("DRIVER_PRIME_RL_VERSION", raising=False)
     root = _checkout(tmp_path, version, tag)
-    if ok:
-        assert check_classic(root).endswith(tag.lstrip("v"))
+    if dialect:
+        assert detect_dialect(root) == (dialect, tag.lstrip("v") if tag else version,
+                                        "git tag" if tag else "pyproject.toml")
     else:
-        with pytest.raises(UsageError, match="git checkout v0.5.1.dev209"):
-            check_classic(root)
+        with pytest.raises(UsageError) as e:
+            detect_dialect(root)
+        assert f"Nearest supported tags: {nearest}." in str(e.value)
+        assert "git checkout v" in str(e.value) and "DRIVER_PRIME_RL_VERSION" in str(e.value)
 
 
-def test_unknown_version_is_refused_unless_stated(tmp_path, monkeypatch):
+def test_pyproject_0_8_0_is_ambiguous_and_an_unknown_version_is_refused_unless_stated(tmp_path, monkeypatch):
     monkeypatch.delenv("DRIVER_PRIME_RL_VERSION", raising=False)
-    root = _checkout(tmp_path)
+    # pyproject.toml says 0.8.0 from v0.8.0 through v0.8.1.dev67: only a tag tells them apart
+    with pytest.raises(UsageError, match="git fetch --tags"):
+        detect_dialect(_checkout(tmp_path / "a", "0.8.0"))
+    root = _checkout(tmp_path / "b")
     with pytest.raises(UsageError, match="DRIVER_PRIME_RL_VERSION"):
-        check_classic(root)
+        detect_dialect(root)
     monkeypatch.setenv("DRIVER_PRIME_RL_VERSION", "0.5.1.dev150")
-    assert check_classic(root) == "0.5.1.dev150"
-    r = driver(["run", "--prime-rl-dir", str(_checkout(tmp_path / "x", "0.8.0")), "--runs-dir",
-                str(tmp_path)], {k: v for k, v in driver_env(tmp_path).items()
-                                 if k not in ("DRIVER_RL_COMMAND", "DRIVER_PRIME_RL_VERSION")})
-    assert r.returncode == 2 and "newer than the classic schema" in r.stderr
+    assert detect_dialect(root) == ("classic", "0.5.1.dev150", "$DRIVER_PRIME_RL_VERSION")
+    monkeypatch.setenv("DRIVER_PRIME_RL_VERSION", "v0.8.1.dev60")
+    assert detect_dialect(root)[:2] == ("current", "0.8.1.dev60")
+
+
+def test_a_refused_version_creates_no_run_directory(tmp_path):
+    runs = tmp_path / "runs"
+    env = {k: v for k, v in driver_env(tmp_path).items()
+           if k not in ("DRIVER_RL_COMMAND", "DRIVER_PRIME_RL_VERSION")}
+    r = driver(["run", "--prime-rl-dir", str(_checkout(tmp_path / "x", None, "v0.6.0")),
+                "--runs-dir", str(runs)], env)
+    assert r.returncode == 2 and "outside every supported window" in r.stderr, r.stderr
+    assert "v0.5.1.dev225 (classic), v0.8.1.dev57 (current)" in r.stderr
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_a_stand_in_follows_the_named_checkouts_version_and_run_json_records_it(tmp_path, runs):
+    """DRIVER_RL_COMMAND replaces `rl`, not the checkout: with a checkout named, the dialect is
+    the checkout's, and a version in no window is refused as it would be without the stand-in."""
+    env = {k: v for k, v in driver_env(tmp_path).items() if k != "DRIVER_PRIME_RL_VERSION"}
+    r = driver(["run", "--prime-rl-dir", str(_checkout(tmp_path / "new", None, "v0.8.1.dev70")),
+                "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 2 and "v0.8.1.dev67 (current)" in r.stderr, r.stderr
+    r = driver(["run", "--prime-rl-dir", str(_checkout(tmp_path / "old", None, "v0.5.1.dev209")),
+                "--runs-dir", str(runs), "--max-iters", "1", *FAST], env)
+    assert r.returncode == 0, r.stderr
+    state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
+    assert (state["dialect"], state["prime_rl_version"], state["prime_rl_version_source"]) == \
+        ("classic", "0.5.1.dev209", "git tag")
+    assert "dialect: classic, prime-rl 0.5.1.dev209 from git tag" in r.stderr
 
 
 def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):

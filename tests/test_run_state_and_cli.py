@@ -230,6 +230,8 @@ def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp
     # a prime-rl checkout whose configs/stock_arithmetic/rl.toml is the canonical iter_0 config
     checkout = tmp_path / "prime-rl"
     (checkout / "configs" / "stock_arithmetic").mkdir(parents=True)
+    # the stand-in trainer follows the named checkout's version: a classic one
+    (checkout / "pyproject.toml").write_text('[project]\nname = "prime-rl"\nversion = "0.5.1.dev209"\n')
     knobs = Knobs(model="m", batch_size=256, rollouts_per_example=16, steps_per_run=3, eval_examples=200,
                   seq_len=1536)
     hub = {"env_id": "stock_arithmetic", "env_args": {"seed": 1}, "eval_size": 200}

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from driver.dialects import VERSION_VAR
 from driver.errors import UsageError
 
 RL_COMMAND_VAR = "DRIVER_RL_COMMAND"
@@ -40,25 +41,37 @@ class Backend:
     # the trainer's own flag for the run's --seed, added to each launch after the config checks
     # (the embedded trainer's [embedded] seed is not a prime-rl key); None: the trainer has none
     seed_flag: str | None = None
+    # which generation's configs and layout the trainer speaks (driver.dialects.WINDOWS), and
+    # the prime-rl version it was chosen from (None: not read from a checkout)
+    dialect: str = "classic"
+    prime_rl_version: str | None = None
+    version_source: str | None = None
 
 
 def prime_rl(prime_rl_dir: str | None) -> Backend:
     """`uv run rl` inside a prime-rl checkout (PRIME_RL_DIR or --prime-rl-dir). DRIVER_RL_COMMAND
     replaces the `rl` command (a wrapper script, or the test suite's trainer double); it then
-    runs in the current directory with the driver's interpreter loading environments."""
+    runs in the current directory with the driver's interpreter loading environments. Either
+    way the dialect follows the checkout's version (or DRIVER_PRIME_RL_VERSION); a stand-in
+    with neither speaks the classic dialect."""
     override = os.environ.get(RL_COMMAND_VAR)
-    if override:
-        return Backend("prime_rl", tuple(shlex.split(override)), None, sys.executable,
-                       probe=_probe_override(), stand_in=override)
     root = prime_rl_dir or os.environ.get("PRIME_RL_DIR")
-    if not root:
+    root_path = Path(root).expanduser().resolve() if root else None
+    if root_path is not None and not (root_path / "pyproject.toml").exists():
+        raise UsageError(f"{root_path} is not a prime-rl checkout (no pyproject.toml)")
+    if override:
+        if root_path is None and not os.environ.get(VERSION_VAR):
+            version, source, dialect = None, "stand-in without a checkout", "classic"
+        else:
+            dialect, version, source = detect_dialect(root_path)
+        return Backend("prime_rl", tuple(shlex.split(override)), None, sys.executable,
+                       probe=_probe_override(), stand_in=override, dialect=dialect,
+                       prime_rl_version=version, version_source=source)
+    if root_path is None:
         raise UsageError(
             "the prime_rl backend needs a prime-rl checkout: pass --prime-rl-dir DIR or set "
             "PRIME_RL_DIR (see ../reference or prime-rl's README for installing it with uv).")
-    root_path = Path(root).expanduser().resolve()
-    if not (root_path / "pyproject.toml").exists():
-        raise UsageError(f"{root_path} is not a prime-rl checkout (no pyproject.toml)")
-    check_classic(root_path)
+    dialect, version, source = detect_dialect(root_path)
     uv = shutil.which("uv")
     if not uv:
         raise UsageError("uv is not on PATH; prime-rl runs as `uv run rl`. Install uv first.")
@@ -68,22 +81,20 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
     # prime-rl samples through its vLLM server, which only runs inside `rl`: no probe unless
     # DRIVER_PROBE_COMMAND names one (e.g. embedded_trainer.probe in an env with torch)
     return Backend("prime_rl", (uv, "run", "rl"), str(root_path), str(venv_python),
-                   probe=_probe_override())
+                   probe=_probe_override(), dialect=dialect, prime_rl_version=version,
+                   version_source=source)
 
 
-# The classic dialect's window: [[orchestrator.train.env]] arrived in v0.5.1.dev55; dev226
-# renamed rollouts_per_example to group_size. Outside it the rendered configs would not validate.
-CLASSIC_FIRST, CLASSIC_LAST = "0.5.1.dev55", "0.5.1.dev225"
-VERSION_VAR = "DRIVER_PRIME_RL_VERSION"
-
-
-def prime_rl_version(root: Path) -> tuple[str | None, str]:
-    """(version, where it came from): the checkout's tag, else its pyproject version."""
+def prime_rl_version(root: Path | None) -> tuple[str | None, str]:
+    """(version, where it came from): DRIVER_PRIME_RL_VERSION, else the checkout's nearest git
+    tag, else its pyproject version."""
     import subprocess
     import tomllib
 
     if os.environ.get(VERSION_VAR):
-        return os.environ[VERSION_VAR], f"${VERSION_VAR}"
+        return os.environ[VERSION_VAR].strip().lstrip("v"), f"${VERSION_VAR}"
+    if root is None:
+        return None, "nothing"
     try:  # only the checkout's own repository: never a parent repo's tags
         if not (root / ".git").exists():
             raise OSError("not a git checkout")
@@ -102,37 +113,18 @@ def prime_rl_version(root: Path) -> tuple[str | None, str]:
     return None, "nothing"
 
 
-def check_classic(root: Path) -> str:
-    """Refuse a prime-rl whose config schema the classic dialect does not speak."""
-    from packaging.version import InvalidVersion, Version
+def detect_dialect(root: Path | None) -> tuple[str, str, str]:
+    """(dialect, version, source) for a checkout, or a UsageError naming what to do."""
+    from driver import dialects
 
     version, source = prime_rl_version(root)
-    window = f"v{CLASSIC_FIRST} .. v{CLASSIC_LAST}"
     if version is None:
+        windows = "; ".join(f"{n}: v{a} .. v{b}" for n, (a, b) in dialects.WINDOWS.items())
         raise UsageError(
             f"cannot tell which prime-rl {root} is (no git tag, no version in pyproject.toml). "
-            f"The driver speaks its classic config schema ({window}). If you know the checkout "
-            f"is in that window, set {VERSION_VAR}=<version> and run again.")
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        raise UsageError(f"prime-rl version {version!r} (from {source}) is not a version; set "
-                         f"{VERSION_VAR} to the checkout's version") from None
-    if v < Version(CLASSIC_FIRST):
-        raise UsageError(
-            f"prime-rl {version} (from {source}) predates the classic schema ({window}): its "
-            "configs use [[orchestrator.env]] and [orchestrator.sampling], so the rendered "
-            "[[orchestrator.train.env]] would be rejected. Check out a tag in the window "
-            f"(e.g. `git checkout v0.5.1.dev209 && uv sync`).")
-    if v > Version(CLASSIC_LAST):
-        raise UsageError(
-            f"prime-rl {version} (from {source}) is newer than the classic schema ({window}): "
-            "from v0.5.1.dev226 rollouts_per_example is group_size, from 2026-07-29 "
-            "[[orchestrator.train.env]] is [[orchestrator.train.source]] and the aliases are "
-            "gone, and later [ckpt] resume_step became [resume] step. The rendered configs "
-            "would fail validation after the GPUs are allocated. Check out a tag in the window "
-            "(e.g. `git checkout v0.5.1.dev209 && uv sync`), or use --backend local.")
-    return version
+            f"The driver speaks these config schemas: {windows}. If you know the checkout's "
+            f"version, set {VERSION_VAR}=<version> and run again.")
+    return dialects.for_version(version, source), version, source
 
 
 def local() -> Backend:

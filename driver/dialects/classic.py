@@ -36,10 +36,33 @@ class Knobs:
     wandb_project: str = "synthetic-self-improve-rl"
 
 
+def resume_step_value(value, where: str) -> int:
+    """A resume step as a positive int (flags arrive as strings), or a UsageError."""
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    if type(value) is not int or value < 1:
+        raise UsageError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
+def check_batch(orch: dict, group_key: str) -> None:
+    """Refuse an [orchestrator] batch that is not whole groups of enough prompts (group_key:
+    the dialect's name for the group size)."""
+    bs, group = orch.get("batch_size"), orch.get(group_key)
+    if bs is not None and group:
+        problem = batch_problem(int(bs), int(group))
+        if problem:
+            raise UsageError(f"[orchestrator] {problem.replace('rollouts_per_example', group_key)}. "
+                             "Change --batch-size (or the config's batch_size) to a multiple of the "
+                             "group size with enough prompts.")
+
+
 class ClassicDialect(ClassicLayout):
     """The output layout (rl_contract.classic) plus the classic configs and their checks."""
     name = "classic"
     selection_env = SELECTION_ENV
+    forks_checkpoints = False     # arms resume from copies of iter_0's trees (arm.prestage)
+    runs_loop = True
 
     # ---- configs -----------------------------------------------------------------------------
     def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None) -> dict:
@@ -119,19 +142,10 @@ class ClassicDialect(ClassicLayout):
             raise UsageError(f"prime-rl (classic) would reject unknown key(s): {', '.join(unknown)}. "
                              "Fix or remove them; the schema is prime-rl 09e2977's.")
         orch = cfg.get("orchestrator", {})
-        bs, rpe = orch.get("batch_size"), orch.get("rollouts_per_example")
-        if bs is not None and rpe:
-            problem = batch_problem(int(bs), int(rpe))
-            if problem:
-                raise UsageError(f"[orchestrator] {problem}. Change --batch-size (or the config's "
-                                 "batch_size) to a multiple of the group size with enough prompts.")
+        check_batch(orch, "rollouts_per_example")
         ckpt = cfg.get("ckpt", {})
         if "resume_step" in ckpt:
-            rs = ckpt["resume_step"]
-            if isinstance(rs, str) and rs.isdigit():
-                rs = int(rs)
-            if type(rs) is not int or rs < 1:
-                raise UsageError(f"[ckpt] resume_step must be a positive integer, got {rs!r}")
+            rs = resume_step_value(ckpt["resume_step"], "[ckpt] resume_step")
             if cfg.get("max_steps") is not None and rs >= int(cfg["max_steps"]):
                 raise UsageError(f"max_steps {cfg['max_steps']} must exceed resume_step {rs} "
                                  "(max_steps is absolute)")

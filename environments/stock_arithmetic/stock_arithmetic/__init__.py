@@ -1,94 +1,41 @@
-"""StockArithmetic-v1 as a classic verifiers environment.
+"""StockArithmetic-v1 in both generations from one package.
+
+- v1 taskset (`StockArithmeticTaskset`, exported in __all__ as prime-rl >= v0.8.1 requires):
+  config fields `split` (train / validation / test), `seed`, `num_examples`.
+- classic environment (`load_environment`, verifiers <= 0.3.1): imported on first call, so
+  this package imports under verifiers 0.4.0, which has no classic API.
 
 The answer is one JSON object `{"final_stock": <int>}`, optionally after one leading
-`<think>...</think>` block. Reward 1 for a correct answer, 0 otherwise; a response cut at the
-token limit scores 0. `lenient_correct` (weight 0) reports the right number in any format;
-`population_ID50` and `population_OOD100` (weight 0) label each row's population (1 for its
-own, 0 for the other), following the driver's naming rule, so a reader of numeric metrics alone
-can split accuracy by population.
+`<think>...</think>` block; reward 1 for a correct answer, 0 otherwise (0 when cut at the token
+limit). `lenient_correct` reports the right number in any format; `population_ID50` and
+`population_OOD100` label each row's population (the driver's population_<NAME> rule).
 """
 from __future__ import annotations
 
-import verifiers as vf
-from datasets import Dataset
+from .taskset import StockArithmeticTaskset
 
-from .data import build_splits
-from .verifier import lenient_correct as _lenient, score_response, split_think
-
-SYSTEM_PROMPT = (
-    "You keep a stock ledger. Read the inventory story and reply with exactly one JSON object "
-    'of the form {"final_stock": <integer>} and nothing else. You may first reason inside one '
-    "<think>...</think> block; only the text after it is read as your answer."
-)
-
-
-class StockAnswerParser(vf.Parser):
-    """Answer = the last assistant message's text after an optional leading think block."""
-
-    def parse(self, text: str) -> str | None:
-        return split_think(text)
-
-
-def _completion_text(completion) -> str | None:
-    if isinstance(completion, str):
-        return completion
-    for msg in reversed(completion or []):
-        role = msg.get("role") if isinstance(msg, dict) else getattr(msg, "role", None)
-        if role == "assistant":
-            content = msg.get("content") if isinstance(msg, dict) else getattr(msg, "content", None)
-            return content if isinstance(content, str) else None
-    return None
-
-
-def _truncated(state) -> bool:
-    if not state:
-        return False
-    if state.get("is_truncated"):
-        return True
-    return any(bool(step.get("is_truncated")) for step in (state.get("trajectory") or []))
-
-
-async def correct_final_stock(completion, answer, info=None, state=None, **kwargs) -> float:
-    """1.0 when the strict answer equals the solver's value for info['problem']."""
-    return score_response(_completion_text(completion), (info or {})["problem"], _truncated(state))
-
-
-async def lenient_correct(completion, answer, info=None, state=None, **kwargs) -> float:
-    """1.0 when the right number appears anywhere in the answer, whatever its format."""
-    return _lenient(_completion_text(completion), (info or {})["problem"])
-
-
-async def population_ID50(completion, answer, info=None, state=None, **kwargs) -> float:
-    """1.0 for a row of the ID50 population (operands up to 50): a label, not a score."""
-    return 1.0 if (info or {}).get("population") == "ID50" else 0.0
-
-
-async def population_OOD100(completion, answer, info=None, state=None, **kwargs) -> float:
-    """1.0 for a row of the OOD100 population (operands up to 100): a label, not a score."""
-    return 1.0 if (info or {}).get("population") == "OOD100" else 0.0
+__all__ = ["StockArithmeticTaskset"]
 
 
 def load_environment(seed: int = 0, eval_split: str = "test", num_train_examples: int = -1,
-                     num_eval_examples: int = -1, **kwargs) -> vf.Environment:
-    if eval_split not in ("test", "validation"):
-        raise ValueError("eval_split must be 'test' or 'validation'")
-    splits = build_splits(seed)
+                     num_eval_examples: int = -1, **kwargs):
+    """The classic verifiers environment (needs verifiers <= 0.3.1); eval_split is "test" or
+    "validation" (the selection split)."""
+    from .classic import load_environment as classic
 
-    def take(rows, n):
-        return rows if n is None or n < 0 else rows[:n]
-
-    parser = StockAnswerParser()
-    rubric = vf.Rubric(funcs=[correct_final_stock, lenient_correct, population_ID50,
-                              population_OOD100],
-                       weights=[1.0, 0.0, 0.0, 0.0], parser=parser)
-    return vf.SingleTurnEnv(
-        dataset=Dataset.from_list(take(splits["train"], num_train_examples)),
-        eval_dataset=Dataset.from_list(take(splits[eval_split], num_eval_examples)),
-        system_prompt=SYSTEM_PROMPT,
-        parser=parser,
-        rubric=rubric,
-        **kwargs,
-    )
+    return classic(seed=seed, eval_split=eval_split, num_train_examples=num_train_examples,
+                   num_eval_examples=num_eval_examples, **kwargs)
 
 
-from .warm_start import warm_start_corpus  # noqa: E402,F401  (the embedded student's warm start)
+def __getattr__(name: str):
+    # the classic form's reward functions and the embedded student's warm start, on demand
+    if name in ("correct_final_stock", "lenient_correct", "population_ID50", "population_OOD100",
+                "StockAnswerParser", "SYSTEM_PROMPT"):
+        from . import classic
+
+        return getattr(classic, name)
+    if name == "warm_start_corpus":
+        from .warm_start import warm_start_corpus
+
+        return warm_start_corpus
+    raise AttributeError(f"module 'stock_arithmetic' has no attribute {name!r}")

@@ -6,6 +6,11 @@ import json
 import re
 
 MAX_ANSWER_CHARS = 256
+SYSTEM_PROMPT = (
+    "You keep a stock ledger. Read the inventory story and reply with exactly one JSON object "
+    'of the form {"final_stock": <integer>} and nothing else. You may first reason inside one '
+    "<think>...</think> block; only the text after it is read as your answer."
+)
 MAX_FINAL_STOCK = 300
 
 

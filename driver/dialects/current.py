@@ -1,0 +1,229 @@
+"""The current generation: prime-rl v0.8.1.dev57 .. dev67 with verifiers v1 tasksets.
+
+Configs: `[[orchestrator.train.source]]` / `[[orchestrator.eval.source]]` with an `env.taskset`
+block (the taskset's own config fields beside `id`) and an explicit single-turn agent (no
+harness, a local subprocess runtime: left out, prime-rl runs a `bash` harness in a remote
+sandbox); `group_size`; `[resume] dir` forks iter_0's checkpoint into an arm without copying;
+a fixed `run.name`; the filesystem weight broadcast, so every arm leaves loadable final weights.
+
+Every single-source arm names its train source TRAIN_SOURCE: prime-rl refuses a resume whose
+train-source names differ from the checkpoint's, while the taskset behind a name may change.
+The run never evaluates its final weights, so an arm's measurement is a separate `evals` launch
+against those weights (render_final_eval); in-run evals are left off.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import tomli_w
+
+from driver.dialects import current_schema
+from driver.dialects.classic import SELECTION_ENV, ClassicDialect, Knobs, check_batch, resume_step_value
+from driver.errors import UsageError
+from rl_contract.current import RUN_NAME, CurrentLayout, eval_view
+
+TRAIN_SOURCE = "train"
+HUB_SOURCE = "hub-train"      # run B's second source: the hub taskset itself
+EVAL_SOURCE = "hub-eval"
+# single-turn tasks: no harness, a subprocess runtime (the defaults are bash + a remote sandbox)
+NULL_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
+# where a final-weights `evals` launch reaches the inference server that serves those weights
+EVAL_SERVER_PORT = 8000
+_CHECKPOINT = re.compile(r"(?:^|/)step_(\d+)/?$")
+
+
+def _header(comment: str) -> str:
+    return "".join(f"# {line}\n" for line in comment.splitlines())
+
+
+class CurrentDialect(CurrentLayout):
+    """The output layout (rl_contract.current) plus the current configs and their checks."""
+    name = "current"
+    selection_env = SELECTION_ENV
+    eval_view = staticmethod(eval_view)
+    # arms start from iter_0's checkpoint by `[resume] dir`, not by copying it in
+    forks_checkpoints = True
+    # the phases do not drive this dialect yet (its final-weights eval launch is not wired)
+    runs_loop = False
+
+    # ---- config blocks -----------------------------------------------------------------------
+    def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None,
+                        ratio: float | None = None) -> dict:
+        block: dict = {"name": name or TRAIN_SOURCE}
+        if ratio is not None:
+            block["ratio"] = ratio
+        block["env"] = {"taskset": {"id": env_id, **(args or {})}, "agent": NULL_AGENT}
+        return block
+
+    def eval_env_blocks(self, hub: dict, knobs: Knobs) -> list[dict]:
+        """The hub's eval split (what lifts are reported on) and, when the hub taskset has one,
+        its selection split under SELECTION_ENV (what the best iteration is chosen on)."""
+        blocks = [{"name": EVAL_SOURCE, "num_examples": min(knobs.eval_examples, hub["eval_size"]),
+                   "group_size": 1, "env": {"taskset": {"id": hub["env_id"], **(hub.get("env_args") or {}),
+                                                        **(hub.get("eval_args") or {})},
+                                            "agent": NULL_AGENT}}]
+        sel = hub.get("selection")
+        if sel:
+            blocks.append({"name": SELECTION_ENV, "num_examples": min(knobs.eval_examples, sel["size"]),
+                           "group_size": 1, "env": {"taskset": {"id": hub["env_id"], **sel["args"]},
+                                                    "agent": NULL_AGENT}})
+        return blocks
+
+    def hub_train_args(self, hub: dict) -> dict:
+        """The taskset fields that select the hub's train split (hub_env.json `train_args`)."""
+        return {**(hub.get("env_args") or {}), **(hub.get("train_args") or {})}
+
+    def train_blocks(self, cfg: dict) -> list[dict]:
+        return list(cfg.get("orchestrator", {}).get("train", {}).get("source", []) or [])
+
+    def _common(self, knobs: Knobs, max_steps: int, sources: list[dict]) -> dict:
+        cfg: dict = {"max_steps": max_steps, "seq_len": knobs.seq_len,
+                     "run": {"name": RUN_NAME}, "model": {"name": knobs.model},
+                     "ckpt": {"interval": knobs.steps_per_run},
+                     "weight_broadcast": {"type": "filesystem"},
+                     "orchestrator": {"batch_size": knobs.batch_size,
+                                      "group_size": knobs.rollouts_per_example,
+                                      "train": {"sampling": {"max_completion_tokens": knobs.train_max_tokens,
+                                                             "temperature": knobs.train_temperature},
+                                                "source": sources}},
+                     "trainer": {}, "inference": {}}
+        if knobs.lr is not None:
+            cfg["trainer"] = {"optim": {"lr": knobs.lr}}
+        return cfg
+
+    # ---- configs -----------------------------------------------------------------------------
+    def render_base(self, hub: dict, knobs: Knobs) -> str:
+        cfg = self._common(knobs, knobs.steps_per_run,
+                           [self.train_env_block(hub["env_id"], self.hub_train_args(hub))])
+        return _header("Base config for iter_0 (current prime-rl): trains on the hub taskset.\n"
+                       "Its final weights are measured by a separate `evals` launch.") + tomli_w.dumps(cfg)
+
+    def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
+        # the in-run eval would measure v(max_steps - 1) at best, never the final weights: the
+        # overlay only pins one checkpoint at the final step and the loadable broadcast
+        return (_header("iter_0 overlay: one checkpoint at the final step and the filesystem\n"
+                        "weight broadcast (the final weights are evaluated by `evals`).")
+                + tomli_w.dumps({"ckpt": {"interval": knobs.steps_per_run},
+                                 "weight_broadcast": {"type": "filesystem"}}))
+
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
+                   train_envs: list[dict], resume_step: int | None,
+                   resume_from: Path | None = None) -> str:
+        """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
+        forking iter_0's step F (`resume_from` = iter_0's output dir), steps_per_run from base."""
+        if resume_step is not None and (type(resume_step) is not int or resume_step < 1):
+            raise UsageError(f"resume_step must be a positive integer step, got {resume_step!r}")
+        if resume_step is not None and resume_from is None:
+            raise UsageError("the current dialect forks a checkpoint: resume_from (the output dir "
+                             "holding step F) is needed with resume_step")
+        cfg = self._common(knobs, (resume_step or 0) + knobs.steps_per_run, train_envs)
+        if resume_step is not None:
+            cfg["resume"] = {"dir": str(self.checkpoint_dir(Path(resume_from), resume_step))}
+        cfg["monitors"] = {"wandb": {"project": knobs.wandb_project, "name": arm}}
+        return _header(f"{arm}: {purpose}") + tomli_w.dumps(cfg)
+
+    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path,
+                          full: bool = True) -> str:
+        """prime-rl's standalone `evals` config: every eval source once against the server that
+        serves `weights` (an arm's final broadcast), written to output_dir/rollouts/step_0."""
+        blocks = self.eval_env_blocks(hub, knobs)
+        cfg = {"model": str(weights), "output_dir": str(output_dir),
+               "eval": {"client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"},
+                        "sampling": {"temperature": 0.0, "max_completion_tokens": knobs.eval_max_tokens},
+                        "source": blocks if full else blocks[:1]}}
+        return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps).") + tomli_w.dumps(cfg)
+
+    def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
+        return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
+                "--orchestrator.batch-size", str(knobs.batch_size),
+                "--orchestrator.group-size", str(knobs.rollouts_per_example),
+                "--output-dir", str(output_dir), "--run.name", RUN_NAME]
+
+    # ---- checks ------------------------------------------------------------------------------
+    # parse a rendered file back and apply this dialect's check_effective to it
+    check_rendered = ClassicDialect.check_rendered
+
+    def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
+                        complete: bool = True) -> dict:
+        """Refuse what prime-rl's current config classes reject, and what they accept but fails
+        or misleads at runtime: a hang at max_steps <= F, a changed train-source name on a
+        resume, a remote sandbox, NCCL broadcast (no loadable weights), a random run name."""
+        unknown = current_schema.unknown_keys(cfg)
+        if unknown:
+            hints = [current_schema.CLASSIC_HINTS[k] for k in current_schema.CLASSIC_HINTS
+                     if any(u == k or u.startswith(k + ".") or u.startswith(k + "[") for u in unknown)]
+            raise UsageError(f"prime-rl (current) would reject unknown key(s): {', '.join(unknown)}"
+                             + (f" ({'; '.join(hints)})" if hints else "")
+                             + ". The schema is prime-rl v0.8.1.dev67's.")
+        orch = cfg.get("orchestrator", {})
+        check_batch(orch, "group_size")
+        sources = self.train_blocks(cfg)
+        for where, blocks in (("train", sources), ("eval", orch.get("eval", {}).get("source", []) or [])):
+            for b in blocks:
+                agent = (b.get("env") or {}).get("agent") or {}
+                if (agent.get("harness") or {}).get("id") is None or (agent.get("runtime") or {}).get("type") is None:
+                    raise UsageError(
+                        f"[[orchestrator.{where}.source]] {b.get('name')!r} has no agent harness/runtime: "
+                        "prime-rl would run a bash harness in a remote sandbox. Set env.agent = "
+                        '{harness = {id = "null"}, runtime = {type = "subprocess"}} for a single-turn task.')
+                if not ((b.get("env") or {}).get("taskset") or {}).get("id"):
+                    raise UsageError(f"[[orchestrator.{where}.source]] {b.get('name')!r} names no env.taskset.id")
+        names = [b.get("name") or b["env"]["taskset"]["id"] for b in sources]
+        if len(set(names)) != len(names):
+            raise UsageError(f"train-source names must be unique, got {names}")
+        if "eval" in orch and not orch["eval"].get("source"):
+            raise UsageError("[orchestrator.eval] without a source is invalid in prime-rl (current)")
+        resume = cfg.get("resume")
+        fork_step = None
+        if resume is not None:
+            if "step" in resume and "dir" in resume:
+                raise UsageError("[resume] takes step or dir, not both")
+            if "dir" in resume:
+                m = _CHECKPOINT.search(str(resume["dir"]))
+                if not m:
+                    raise UsageError(f"[resume] dir must name a checkpoints/step_N directory, got {resume['dir']!r}")
+                fork_step = int(m.group(1))
+            elif "step" in resume:
+                fork_step = resume_step_value(resume["step"], "[resume] step")
+            if fork_step is not None and cfg.get("max_steps") is not None and int(cfg["max_steps"]) <= fork_step:
+                raise UsageError(f"max_steps {cfg['max_steps']} must exceed the resume step {fork_step}: "
+                                 "max_steps is absolute, and at max_steps <= F prime-rl's trainer hangs")
+            if fork_step is not None and names != [TRAIN_SOURCE]:
+                raise UsageError(f"a resumed run's train sources must keep the checkpoint's names "
+                                 f"([{TRAIN_SOURCE!r}]), got {names}: prime-rl refuses a resume whose "
+                                 "train-source names changed (the taskset behind a name may change)")
+        if expect_resume is not None and fork_step != expect_resume:
+            raise UsageError(f"config does not resume from step {expect_resume}")
+        if (cfg.get("weight_broadcast") or {}).get("type", "nccl" if "inference" in cfg else None) not in (None, "filesystem"):
+            raise UsageError("[weight_broadcast] type must be \"filesystem\": NCCL (the default with "
+                             "[inference]) writes no loadable weights, so the final weights could not be evaluated")
+        if complete:
+            if "trainer" not in cfg:
+                raise UsageError("no [trainer] table: prime-rl (current) rejects the config "
+                                 "(--trainer Field required)")
+            if not sources:
+                raise UsageError("train source missing: prime-rl would train on its default taskset")
+            if (cfg.get("run") or {}).get("name") != RUN_NAME:
+                raise UsageError(f"run.name must be {RUN_NAME!r}: unset, prime-rl names the run dir "
+                                 "with a random suffix per launch and a resume lands elsewhere")
+            model = (cfg.get("model") or {}).get("name")
+            if model and not orch.get("renderer") and not current_schema.has_renderer(model):
+                raise UsageError(
+                    f"model {model!r} is not in prime-rl's renderer map, so `renderer = auto` fails "
+                    "validation. Set [orchestrator.renderer] name, or use a mapped model "
+                    f"(e.g. {', '.join(current_schema.RENDERER_MODELS_EXAMPLE)}).")
+        return cfg
+
+    def foreign_run(self, out: Path, resume_step: int | None) -> list[str]:
+        """What in an output dir belongs to another launch: prime-rl refuses a fresh launch into
+        a run dir with artifacts, and an arm forks its start, so anything there is foreign."""
+        r = self.run_dir(out)
+        return [str(r / d / f"step_{s}") for d in ("checkpoints", "broadcasts", "rollouts")
+                for s in self.steps(r / d)]
+
+    def env_ids(self, cfg: dict) -> list[str]:
+        orch = cfg.get("orchestrator", {})
+        return [b["env"]["taskset"]["id"] for s in ("train", "eval")
+                for b in orch.get(s, {}).get("source", []) or []
+                if isinstance(b, dict) and ((b.get("env") or {}).get("taskset") or {}).get("id")]
