@@ -16,7 +16,7 @@ from pathlib import Path
 from driver import envs, evaluation, faults, progress, training
 from driver.context import Ctx
 from driver.errors import DriverError
-from driver.state import atomic_write_json, now, read_json
+from driver.state import atomic_write_json, atomic_write_text, now, read_json
 from rl_contract import composition
 
 PROGRESS_EVERY_S = 15.0   # plain progress lines when stderr is not a terminal
@@ -55,7 +55,7 @@ def arm_knobs(ctx: Ctx, arm: Arm):
 def expected_eval_rows(ctx: Ctx, arm: Arm) -> int:
     """Rows of the final eval file: every eval env block the configs carry (the eval split, and
     the selection split when the hub env has one), as the dialect renders them."""
-    return sum(b["num_examples"] * b["rollouts_per_example"]
+    return sum(b["num_examples"] * b.get("rollouts_per_example", b.get("group_size", 1))
                for b in ctx.dialect.eval_env_blocks(ctx.hub, arm_knobs(ctx, arm)))
 
 
@@ -69,11 +69,12 @@ def install_env(ctx: Ctx, arm: Arm) -> dict:
     sha = envs.file_sha256(arm.dataset)
     if marker.exists():
         done = read_json(marker)
-        if done.get("dataset_sha256") == sha and envs.count_rows(ctx.backend.python, arm.package) == expected:
+        if done.get("dataset_sha256") == sha and envs.count_rows(
+                ctx.backend.python, arm.package, envs.kind_of(ctx.hub)) == expected:
             return done
     pkg_dir = envs.write_package(arm.dir, arm.package, ctx.hub, arm.dataset)
     faults.point("install:package-written")
-    result = envs.install_generated(ctx.backend.python, pkg_dir, expected)
+    result = envs.install_generated(ctx.backend.python, pkg_dir, expected, envs.kind_of(ctx.hub))
     result["dataset_sha256"] = sha
     atomic_write_json(marker, result)
     ctx.say(f"[{arm.name}] installed {arm.package}: {result['rows']} rows")
@@ -144,27 +145,21 @@ def _set_aside(path: Path) -> None:
 
 
 def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) -> None:
-    """Launch (once) and poll until the trainer ends. Re-attaches to a live trainer."""
+    """Launch (once) and poll until the trainer ends. Re-attaches to a live trainer. Where the
+    trainer never evaluates its final weights (the current generation), the final-weights eval
+    is a second launch (final_eval) and the arm is trained when both have finished."""
     st = ctx.state
     final = arm.final_step(st.steps_per_run)
-    eval_file = ctx.dialect.eval_file(arm.out, final)
-    expected = expected_eval_rows(ctx, arm)
     done_marker = arm.dir / "train_done.json"
-    if done_marker.exists():
-        return
-    steps = {"start_step": arm.resume_step or 0, "final_step": final}
-    tp = st.trainer if (st.trainer and st.trainer.output_dir == str(arm.out)) else None
-    if tp is not None and not training.is_alive(tp):
-        tp = None
-    if tp is None:
-        tp = training.find_orphan(arm.out)
-    if tp is None:
-        finished_ok = (training.exit_status(arm.log) == 0
-                       and training.count_lines(eval_file) >= expected)
-        if not finished_ok:
+    separate_eval = ctx.dialect.separate_final_eval
+    if not done_marker.exists():
+        eval_file = ctx.dialect.eval_file(arm.out, final)
+        expected = 0 if separate_eval else expected_eval_rows(ctx, arm)
+
+        def prepare() -> list[str]:
             if arm.log.exists():  # an earlier attempt ended badly: keep it aside, start clean
                 _retire_failed(arm)
-            if arm.resume_step is not None:
+            if arm.resume_step is not None and not ctx.dialect.forks_checkpoints:
                 prestage(ctx, arm)
             args = []
             for p in config_paths:
@@ -173,35 +168,129 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
             preflight(ctx, arm, args)
             if ctx.backend.seed_flag:   # the run's --seed reaches the trainer's sampling too
                 args += [ctx.backend.seed_flag, str(st.seed)]
-            faults.point("train:before-launch")
-            tp = training.launch(ctx.backend, args, arm.out, arm.log).model_copy(update=steps)
-            st.trainer = tp
+            return args
+
+        res = _launch_and_wait(ctx, arm.name, ctx.backend, prepare, arm.out, arm.log, eval_file,
+                               expected, arm.resume_step or 0, final, "trainer")
+        if res.outcome != "done":
+            _raise_failed(ctx, arm.name, res, arm.log, "retrains this arm (the failed attempt's "
+                          "files are kept beside the new ones)")
+        missing = [str(p.relative_to(ctx.rd.path)) for p in ctx.dialect.checkpoint_trees(arm.out, final)
+                   if not p.exists()]
+        if missing:
+            st.trainer = None
+            st.reason = f"{arm.name}: the trainer finished without its final checkpoint"
             ctx.save()
-            ctx.say(f"[{arm.name}] trainer launched (pid {tp.pid}); log: {arm.log}")
-            faults.point("train:after-launch")
+            _retire_failed(arm)
+            raise DriverError(f"[{arm.name}] the trainer exited 0 but its final checkpoint is missing "
+                              f"({', '.join(missing)}); every later arm resumes from it. Check the "
+                              f"output disk, then `driver resume {ctx.rd.path}` retrains this arm.")
+        atomic_write_json(done_marker, {"final_step": final, "eval_rows": res.eval_rows,
+                                        "end_ts": now()})
+        st.trainer = None
+        ctx.save()
+    if separate_eval:
+        final_eval(ctx, arm, final)
+
+
+def trained(ctx: Ctx, arm: Arm) -> bool:
+    """The arm finished training, and where the final-weights eval is a launch of its own, that
+    launch finished with a complete eval file (a torn one is set aside by evaluate)."""
+    if not (arm.dir / "train_done.json").exists():
+        return False
+    if not ctx.dialect.separate_final_eval:
+        return True
+    final = arm.final_step(ctx.state.steps_per_run)
+    return (training.exit_status(arm.dir / "final_eval.log") == 0 and
+            training.count_lines(ctx.dialect.eval_file(arm.out, final)) >= expected_eval_rows(ctx, arm))
+
+
+def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
+    """Evaluate the arm's final weights (the current generation's run never does) with the
+    backend's final_eval command on a rendered `evals` config; re-entrant like train."""
+    out = ctx.dialect.final_eval_dir(arm.out, final)
+    eval_file = ctx.dialect.eval_file(arm.out, final)
+    expected = expected_eval_rows(ctx, arm)
+    log = arm.dir / "final_eval.log"
+    cfg = arm.dir / "evals.toml"
+
+    def prepare() -> list[str]:
+        for path in (out, log, training.rc_path(log)):
+            _set_aside(path)
+        weights = ctx.dialect.weights_dir(arm.out, final)
+        if not weights.is_dir():
+            raise DriverError(f"[{arm.name}] no final weights at {weights}: the arm's run must "
+                              "broadcast its weights to the filesystem. Retrain it: remove "
+                              f"{arm.dir / 'train_done.json'} and `driver resume {ctx.rd.path}`.")
+        text = ctx.dialect.render_final_eval(ctx.hub, arm_knobs(ctx, arm), weights, out,
+                                             full=True)
+        ctx.dialect.check_final_eval(text)
+        atomic_write_text(cfg, text)
+        # the student's tokenizer rides along: a broadcast may hold weights without one
+        return ["--tokenizer", ctx.state.model, "@", str(cfg), "--output-dir", str(out)]
+
+    if ctx.backend.final_eval is None:
+        raise DriverError(f"[{arm.name}] the {ctx.backend.name} backend has no command that "
+                          "evaluates final weights, which this dialect needs")
+    evaluator = dataclasses.replace(ctx.backend, command=ctx.backend.final_eval)
+    res = _launch_and_wait(ctx, f"{arm.name} final eval", evaluator, prepare, out, log, eval_file,
+                           expected, final, final, "final-weights eval")
+    if res.outcome != "done":
+        _raise_failed(ctx, f"{arm.name} final eval", res, log, "evaluates the final weights again")
+    ctx.state.trainer = None
+    ctx.save()
+
+
+def _launch_and_wait(ctx: Ctx, label: str, backend, prepare, out: Path, log: Path,
+                     eval_file: Path, expected: int, start: int, final: int,
+                     what: str) -> training.PollResult:
+    """Launch (once, with prepare()'s arguments) or re-attach, then poll until the process ends:
+    done needs exit status 0 and `expected` rows in eval_file."""
+    st = ctx.state
+    steps = {"start_step": start, "final_step": final}
+    tp = st.trainer if (st.trainer and st.trainer.output_dir == str(out)) else None
+    if tp is not None and not training.is_alive(tp):
+        tp = None
+    if tp is None:
+        tp = training.find_orphan(out)
+    if tp is None:
+        if training.exit_status(log) == 0 and training.count_lines(eval_file) >= expected:
+            return training.PollResult("done", 0, training.count_lines(eval_file))
+        args = prepare()
+        faults.point("train:before-launch")
+        tp = training.launch(backend, args, out, log).model_copy(update=steps)
+        st.trainer = tp
+        ctx.save()
+        ctx.say(f"[{label}] {what} launched (pid {tp.pid}); log: {log}")
+        faults.point("train:after-launch")
     else:
         tp = tp.model_copy(update=steps)   # an orphan found by its command line has no steps
         if st.trainer != tp:
             st.trainer = tp
             ctx.save()
-        ctx.say(f"[{arm.name}] re-attached to running trainer (pid {tp.pid}); not relaunching")
+        ctx.say(f"[{label}] re-attached to running {what} (pid {tp.pid}); not relaunching")
 
     last_shown = [0.0]
     tty = sys.stderr.isatty()
+    run_out = out if start < final else None    # a final eval has no train steps to show
 
     def tick(rows):
         faults.point("train:poll")
         t = time.monotonic()
         if t - last_shown[0] >= (1.0 if tty else PROGRESS_EVERY_S) and not ctx.quiet:
             last_shown[0] = t
-            p = progress.training(ctx.dialect, arm.out, tp.start_step, final, tp.launched_ts)
-            text = progress.line(arm.name, p) + (f" · eval rows {rows}/{expected}" if rows else "")
+            if run_out is None and not rows:
+                return   # a final eval shows only its rows
+            text = (progress.line(label, progress.training(ctx.dialect, run_out, tp.start_step, final,
+                                                           tp.launched_ts))
+                    if run_out is not None else f"[{label}]")
+            text += f" · eval rows {rows}/{expected}" if rows else ""
             # a terminal gets one line updated in place; a pipe or file gets plain lines
             print(("\r" + text + "   ") if tty else text, end="" if tty else "\n",
                   file=sys.stderr, flush=True)
 
-    rollouts = ctx.dialect.rollouts_dir(arm.out)
-    res = training.poll(tp, arm.log, eval_file, expected, interval=ctx.poll_interval,
+    rollouts = ctx.dialect.rollouts_dir(out)
+    res = training.poll(tp, log, eval_file, expected, interval=ctx.poll_interval,
                         cap_s=ctx.poll_cap_s, on_tick=tick,
                         progress=lambda: len(ctx.dialect.steps(rollouts)),
                         stall_s=st.stall_timeout_s)
@@ -211,33 +300,22 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         # a hung trainer is ours to stop (it is never relaunched while alive); resume retrains
         training.stop(tp)
         res = training.PollResult("failed", None, res.eval_rows,
-                                  f"{res.detail}; the trainer (pid {tp.pid}) was stopped")
+                                  f"{res.detail}; the {what} (pid {tp.pid}) was stopped")
     if res.outcome == "timeout":
-        raise DriverError(f"[{arm.name}] {res.detail}; the trainer (pid {tp.pid if tp else '?'}) "
+        raise DriverError(f"[{label}] {res.detail}; the {what} (pid {tp.pid if tp else '?'}) "
                           "was left running and will not be relaunched. Check it, then "
                           f"`driver resume {ctx.rd.path}` re-attaches to it.")
-    if res.outcome == "failed":
-        tail = training.log_tail(arm.log)
-        st.trainer = None
-        st.reason = f"{arm.name} training failed: {res.detail}"
-        ctx.save()
-        raise DriverError(f"[{arm.name}] training failed: {res.detail}. Log tail:\n{tail}\n"
-                          f"Fix the cause, then `driver resume {ctx.rd.path}` retrains this arm "
-                          "(the failed attempt's files are kept beside the new ones).")
-    missing = [str(p.relative_to(ctx.rd.path)) for p in ctx.dialect.checkpoint_trees(arm.out, final)
-               if not p.exists()]
-    if missing:
-        st.trainer = None
-        st.reason = f"{arm.name}: the trainer finished without its final checkpoint"
-        ctx.save()
-        _retire_failed(arm)
-        raise DriverError(f"[{arm.name}] the trainer exited 0 but its final checkpoint is missing "
-                          f"({', '.join(missing)}); every later arm resumes from it. Check the "
-                          f"output disk, then `driver resume {ctx.rd.path}` retrains this arm.")
-    atomic_write_json(done_marker, {"final_step": final, "eval_rows": res.eval_rows,
-                                    "end_ts": now()})
-    st.trainer = None
+    return res
+
+
+def _raise_failed(ctx: Ctx, label: str, res: training.PollResult, log: Path, then: str) -> None:
+    tail = training.log_tail(log)
+    ctx.state.trainer = None
+    ctx.state.reason = f"{label} failed: {res.detail}"
     ctx.save()
+    noun = "training" if "final eval" not in label else "evaluation"
+    raise DriverError(f"[{label}] {noun} failed: {res.detail}. Log tail:\n{tail}\n"
+                      f"Fix the cause, then `driver resume {ctx.rd.path}` {then}.")
 
 
 def _retire_failed(arm: Arm) -> None:
@@ -257,12 +335,19 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
     else:
         try:
             summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final),
-                                           selection_env=ctx.dialect.selection_env)
+                                           selection_env=ctx.dialect.selection_env,
+                                           view=getattr(ctx.dialect, "eval_view", None))
         except DriverError:
             # a missing or torn eval file cannot be repaired by reading it again: retire this
-            # attempt (kept beside the next) so that resuming trains the arm afresh
-            (arm.dir / "train_done.json").unlink(missing_ok=True)
-            _retire_failed(arm)
+            # attempt (kept beside the next) so that resuming trains the arm afresh, or, where
+            # the eval is a launch of its own, evaluates the trained weights afresh
+            if ctx.dialect.separate_final_eval:
+                log = arm.dir / "final_eval.log"
+                for path in (ctx.dialect.final_eval_dir(arm.out, final), log, training.rc_path(log)):
+                    _set_aside(path)
+            else:
+                (arm.dir / "train_done.json").unlink(missing_ok=True)
+                _retire_failed(arm)
             raise
         summary.update(_train_reward(ctx, arm))
         summary["checkpoint"] = str(ctx.dialect.checkpoint_trees(arm.out, final)[1].relative_to(ctx.rd.path))

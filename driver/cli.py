@@ -343,14 +343,10 @@ def cmd_run(a) -> int:
     except ValidationError as e:
         raise _usage(validation_message(e, FIELD_FLAGS)) from None
     backend = resolve(a.backend, a.prime_rl_dir)  # refuse before creating anything
-    from driver import dialects
-
-    if not dialects.get(backend.dialect).runs_loop:
-        raise _usage(
-            f"prime-rl {backend.prime_rl_version} speaks the {backend.dialect} dialect, whose configs "
-            "this driver renders and checks but whose loop it does not drive yet. Use a checkout in "
-            f"the classic window (v{dialects.WINDOWS['classic'][0]} .. v{dialects.WINDOWS['classic'][1]}) "
-            "or --backend local.")
+    if a.init_from and backend.dialect != "classic":
+        raise _usage(f"--init-from reads a classic run's layout (weights/, run_default/); prime-rl "
+                     f"{backend.prime_rl_version} writes the {backend.dialect} layout, so a prior "
+                     "run cannot be reused there yet. Start without --init-from.")
     if not a.base_config:
         a.base_config = canonical_config(a.prime_rl_dir, a.dataset)
         if a.base_config:

@@ -14,11 +14,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from driver import faults, resources, worker
+from driver import faults, resources, tasksets, worker
 from driver.gates import decontam
 from driver.errors import DriverError
 
 BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
+CLASSIC = "environment"      # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
+
+
+def kind_of(hub: dict) -> str:
+    return hub.get("kind") or CLASSIC
 
 # Runs in the target interpreter. Prints one JSON line; never touches the eval split's rows.
 _INTROSPECT = r"""
@@ -123,11 +128,7 @@ env_id, env_args, n, seed, dest = sys.argv[1], json.loads(sys.argv[2]), int(sys.
 import verifiers as vf
 env = vf.load_environment(env_id, **env_args)
 train = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
-rng = random.Random(seed)
-order = list(range(len(train)))
-rng.shuffle(order)
-picks = [order[i % len(order)] for i in range(n)]
-with open(dest, "w", encoding="utf-8") as f:
+""" + tasksets.SEEDED_PICKS + r"""with open(dest, "w", encoding="utf-8") as f:
     for i in picks:
         row = train[i]
         q = row.get("question")
@@ -203,16 +204,20 @@ def ensure_installed(python: str, env_id: str, hub_id: str | None = None) -> Non
         "package into that interpreter) and resume.", exit_code=2)
 
 
-def introspect(python: str, env_id: str, env_args: dict | None = None) -> dict:
-    return introspect_with_fingerprints(python, env_id, env_args)[0]
+def introspect(python: str, env_id: str, env_args: dict | None = None, kind: str = CLASSIC) -> dict:
+    return introspect_with_fingerprints(python, env_id, env_args, kind=kind)[0]
 
 
 def introspect_with_fingerprints(python: str, env_id: str, env_args: dict | None = None,
-                                 hub_id: str | None = None) -> tuple[dict, dict | None]:
+                                 hub_id: str | None = None,
+                                 kind: str = CLASSIC) -> tuple[dict, dict | None]:
     """hub_env.json's content, and the eval split's decontamination fingerprints (hashes
-    only), from one load of the env."""
+    only), from one load of the env (`kind`: a classic environment or a v1 taskset)."""
     ensure_installed(python, env_id, hub_id)
-    r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {}), module_name(env_id)])
+    if kind == tasksets.KIND:
+        r = _run_py(python, tasksets.script("introspect"), [env_id, json.dumps(env_args or {})])
+    else:
+        r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {}), module_name(env_id)])
     payload = _marker_line(r.stdout, "@@HUB@@")
     if r.returncode != 0 or payload is None:
         tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])
@@ -238,17 +243,25 @@ def package_name(dataset: str, suffix: str, tag: str | None = None) -> str:
 def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     """Write an environment package whose load_environment returns the hub env's class with the
     hub's parser, rubric and system prompt; only the rows differ. The rows ship inside the
-    package directory, so two generated packages never share a file."""
+    package directory, so two generated packages never share a file. A taskset hub gets a
+    taskset package instead (tasksets.write_package)."""
+    aux = Path(dataset_path).parent / "aux_rewards.py"
+    if kind_of(hub) == tasksets.KIND:
+        if aux.exists():
+            raise DriverError(
+                "auxiliary rewards (aux_rewards.py) are not supported for v1 tasksets yet: a "
+                "taskset's rewards are its Task class's. Remove aux_rewards.py and resume.")
+        pyproject, module, values = tasksets.package_templates(hub)
+    else:
+        pyproject, module = "classic/env_pyproject.toml.j2", "classic/env_module.py.j2"
+        values = {"hub_env_id": hub["env_id"], "hub_env_args": hub.get("env_args", {})}
     pkg_root = dest / name
     mod_dir = pkg_root / name
     mod_dir.mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
-    (pkg_root / "pyproject.toml").write_text(
-        render.get_template("classic/env_pyproject.toml.j2").render(name=name))
-    (mod_dir / "__init__.py").write_text(render.get_template("classic/env_module.py.j2").render(
-        name=name, hub_env_id=hub["env_id"], hub_env_args=hub.get("env_args", {})))
+    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(name=name))
+    (mod_dir / "__init__.py").write_text(render.get_template(module).render(name=name, **values))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
-    aux = Path(dataset_path).parent / "aux_rewards.py"
     if aux.exists():  # checked by driver/gates/aux_rewards.py before it gets here
         shutil.copyfile(aux, mod_dir / "aux_rewards.py")
     elif (mod_dir / "aux_rewards.py").exists():
@@ -326,12 +339,16 @@ def install_package(python: str, pkg_dir: Path) -> None:
             raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 
 
-def sample_train_rows(python: str, env_id: str, env_args: dict | None, n: int, seed: str,
-                      dest: Path) -> int:
+def sample_train_rows(python: str, hub: dict, n: int, seed: str, dest: Path) -> int:
     """Write `n` rows resampled (seeded, without replacement until the split runs out) from the
     hub env's train split to `dest`. Train rows only: the eval split is never read."""
     tmp = Path(dest).with_name(Path(dest).name + ".tmp")
-    r = _run_py(python, _SAMPLE_TRAIN, [env_id, json.dumps(env_args or {}), str(n), seed, str(tmp)])
+    env_id = hub["env_id"]
+    if kind_of(hub) == tasksets.KIND:
+        r = _run_py(python, tasksets.script("sample_train"),
+                    [env_id, json.dumps(tasksets.train_fields(hub)), str(n), seed, str(tmp)])
+    else:
+        r = _run_py(python, _SAMPLE_TRAIN, [env_id, json.dumps(hub.get("env_args") or {}), str(n), seed, str(tmp)])
     got = _marker_line(r.stdout, "@@ROWS@@")
     if r.returncode != 0 or got is None or int(got) != n:
         tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])
@@ -340,13 +357,14 @@ def sample_train_rows(python: str, env_id: str, env_args: dict | None, n: int, s
     return n
 
 
-def count_rows(python: str, name: str) -> int | None:
-    r = _run_py(python, _COUNT_ROWS, [name])
+def count_rows(python: str, name: str, kind: str = CLASSIC) -> int | None:
+    """How many rows (or tasks) an installed generated env builds, in a fresh process."""
+    r = _run_py(python, tasksets.script("count") if kind == tasksets.KIND else _COUNT_ROWS, [name])
     got = _marker_line(r.stdout, "@@ROWS@@")
     return int(got) if r.returncode == 0 and got is not None else None
 
 
-def install_generated(python: str, pkg_dir: Path, expected_rows: int) -> dict:
+def install_generated(python: str, pkg_dir: Path, expected_rows: int, kind: str = CLASSIC) -> dict:
     """Cleanup, install, then count rows in a fresh process of the same interpreter. A mismatch
     repeats the cleanup once, then stops."""
     name = pkg_dir.name
@@ -355,7 +373,7 @@ def install_generated(python: str, pkg_dir: Path, expected_rows: int) -> dict:
         faults.point("install:after-cleanup")
         install_package(python, pkg_dir)
         faults.point("install:after-install")
-        rows = count_rows(python, name)
+        rows = count_rows(python, name, kind)
         if rows == expected_rows:
             return {"package": name, "rows": rows, "attempts": attempt, "removed": removed}
     raise DriverError(

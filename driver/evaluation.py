@@ -40,9 +40,11 @@ def _numeric_view(row: dict) -> dict:
     }
 
 
-def aggregate(eval_file: Path, selection_env: str | None = None) -> dict:
+def aggregate(eval_file: Path, selection_env: str | None = None, view=None) -> dict:
     """The eval split's numbers; rows labelled `selection_env` (the hub's selection split, when
-    the config evaluates one) are summarized apart under "selection"."""
+    the config evaluates one) are summarized apart under "selection". `view` cuts one parsed
+    line to its numbers (the dialect's, for rows that are not classic rollout rows)."""
+    view = view or _numeric_view
     path = Path(eval_file)
     if not path.exists():
         raise DriverError(f"eval file missing: {path}. The trainer did not write its final eval; "
@@ -52,7 +54,7 @@ def aggregate(eval_file: Path, selection_env: str | None = None) -> dict:
         if not isinstance(row, dict):
             raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
                               "`driver resume` retrains this arm.")
-        views.append(_numeric_view(row))
+        views.append(view(row))
     report = [v for v in views if selection_env is None or v["env_name"] != selection_env]
     if not report:
         raise DriverError(f"eval file {path} is empty. `driver resume` retrains this arm.")

@@ -72,7 +72,7 @@ for line in sys.stdin:
     print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), file=out, flush=True)
 '''
 
-VERIFIERS = ["import verifiers as vf; vf.SingleTurnEnv; vf.Rubric; vf.Parser",
+VERIFIERS = ["import verifiers as vf; vf.SingleTurnEnv; vf.Rubric; vf.Parser", "import verifiers.v1",
              "from verifiers.types import State", "import datasets"]
 TORCH = ["import torch", "import transformers",
          "from transformers.models.qwen2 import modeling_qwen2",

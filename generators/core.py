@@ -96,18 +96,34 @@ class RowWriter:
 
 def round_trip(env_id: str, rows: list[dict], per_template: int = 5, env_args: dict | None = None) -> None:
     """Score `info.reasoning` of `per_template` rows per (domain, sub_domain) with the hub env's
-    own rubric; every one must earn the rubric's full reward. A mismatch raises, naming the
-    template, so the template gets fixed rather than the rows patched."""
-    import verifiers as vf
-    from verifiers.types import State
-
-    env = vf.load_environment(env_id, **(env_args or {}))
+    own scoring (a v1 taskset's Task rewards where `env_id` is a taskset, else the classic
+    env's rubric); every one must earn the full reward. A mismatch raises, naming the template,
+    so the template gets fixed rather than the rows patched."""
     picked: dict = {}
     for row in rows:
         key = (row["info"]["domain"], row["info"]["sub_domain"])
         picked.setdefault(key, [])
         if len(picked[key]) < per_template:
             picked[key].append(row)
+    score, ceiling = _taskset_scorer(env_id) or _classic_scorer(env_id, env_args)
+
+    async def run():
+        return {key: [await score(r) for r in rs] for key, rs in picked.items()}
+
+    results = asyncio.run(run())
+    for key, rewards in results.items():
+        bad = [r for r in rewards if r < ceiling - 1e-9]
+        if bad:
+            raise AssertionError(
+                f"round-trip failed for template {key[0]} / {key[1]}: the hub rubric gave "
+                f"{bad} to the template's own reasoning (expected {ceiling}). Fix the template.")
+
+
+def _classic_scorer(env_id: str, env_args: dict | None):
+    import verifiers as vf
+    from verifiers.types import State
+
+    env = vf.load_environment(env_id, **(env_args or {}))
 
     async def score(row):
         st = State(input={"prompt": [{"role": "user", "content": row["question"]}],
@@ -117,17 +133,39 @@ def round_trip(env_id: str, rows: list[dict], per_template: int = 5, env_args: d
         await env.rubric.score_rollout(st)
         return st["reward"]
 
-    async def run():
-        return {key: [await score(r) for r in rs] for key, rs in picked.items()}
+    return score, sum(w for w in _weights(env.rubric) if w > 0)
 
-    results = asyncio.run(run())
-    ceiling = sum(w for w in _weights(env.rubric) if w > 0)
-    for key, rewards in results.items():
-        bad = [r for r in rewards if r < ceiling - 1e-9]
-        if bad:
-            raise AssertionError(
-                f"round-trip failed for template {key[0]} / {key[1]}: the hub rubric gave "
-                f"{bad} to the template's own reasoning (expected {ceiling}). Fix the template.")
+
+def _taskset_scorer(env_id: str):
+    """(score, ceiling) with the Task class of the v1 taskset `env_id`, or None when `env_id`
+    is not a taskset (no verifiers.v1, or its module exports no Taskset)."""
+    try:
+        import verifiers.v1 as vf
+        from verifiers.v1.trace import TraceTask
+        from verifiers.v1.utils.loaders import taskset_class
+
+        task_cls = taskset_class(env_id).task_type()
+    except Exception:
+        return None
+    data_cls = task_cls.data_type()
+
+    def task_of(row):
+        values = {"idx": 0, "prompt": row["question"], "answer": row["answer"], "info": row["info"]}
+        return task_cls(data_cls(**{k: v for k, v in values.items() if k in data_cls.model_fields}))
+
+    async def score(row):
+        task = task_of(row)
+        trace = vf.Trace(task=TraceTask(type=task_cls.__name__, data=task.data.model_dump(mode="json"),
+                                        key=task.key), agent=vf.AgentInfo(config={}))
+        trace.nodes.append(vf.MessageNode(message=vf.UserMessage(content=row["question"])))
+        trace.nodes.append(vf.MessageNode(message=vf.AssistantMessage(content=row["info"]["reasoning"]),
+                                          sampled=True, parent=0))
+        await task.score(trace)
+        return trace.reward
+
+    probe = task_of({"question": "", "answer": "", "info": {}})
+    weights = [float(getattr(fn, "_vf_weight", 1.0)) for fn in probe.hooks("reward")]
+    return score, sum(w for w in weights if w > 0)
 
 
 def _weights(rubric) -> list[float]:

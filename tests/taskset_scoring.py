@@ -17,6 +17,19 @@ REPLIES = {
     "loose": lambda answer: f"The final stock is {answer}.",
     "empty": lambda answer: "",
 }
+ROUTER_REPLIES = {
+    "oracle": lambda answer: f"<model>{answer}</model>",
+    "spaced": lambda answer: f"I pick <model> {answer} </model> for this.",
+    "other_valid": lambda answer: "<model>swift-small</model>" if answer != "swift-small" else "<model>deep-large</model>",
+    "two_tags": lambda answer: f"<model>nonsense</model><model>{answer}</model>",
+    "unknown": lambda answer: "<model>my-own-model</model>",
+    "untagged": lambda answer: answer,
+    "empty": lambda answer: "",
+}
+
+
+def replies_for(taskset_id: str) -> dict:
+    return ROUTER_REPLIES if "router" in taskset_id else REPLIES
 
 
 def trace_for(vf, task, reply: str):
@@ -37,7 +50,7 @@ async def score(taskset_id: str, split: str, n: int) -> list:
     config = taskset_config_type(taskset_id)(id=taskset_id, split=split, num_examples=n)
     out = []
     for task in cls(config):
-        for kind, make in REPLIES.items():
+        for kind, make in replies_for(taskset_id).items():
             trace = trace_for(vf, task, make(task.data.answer))
             await task.score(trace)
             out.append([task.key, kind, trace.reward, dict(sorted(trace.metrics.items()))])

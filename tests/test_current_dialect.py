@@ -3,6 +3,7 @@ key, the preflight refusals the contract calls for, and the trace readers."""
 from __future__ import annotations
 
 import json
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -22,6 +23,9 @@ HUB = {"env_id": "stock-arithmetic", "env_args": {"seed": 0}, "eval_size": 200,
        "train_args": {"split": "train"}, "eval_args": {"split": "test"},
        "selection": {"size": 200, "args": {"split": "validation"}}}
 D = get("current")
+# a forked checkpoint that exists (the launch-time check looks for it)
+ANCHOR = Path(tempfile.mkdtemp(prefix="anchor-")) / "iter_0" / "prime_out"
+(ANCHOR / RUN_NAME / "checkpoints" / "step_30").mkdir(parents=True)
 
 
 def _taskset(block):
@@ -90,7 +94,7 @@ def test_the_final_weights_eval_config_names_both_splits_and_the_weights(tmp_pat
 def _good() -> dict:
     return tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub=HUB, knobs=KNOBS,
                                       train_envs=[D.train_env_block("gen")], resume_step=30,
-                                      resume_from=Path("/r/iter_0/prime_out")))
+                                      resume_from=ANCHOR))
 
 
 def _with(path: str, value):
@@ -123,6 +127,7 @@ def _with(path: str, value):
     (_with("weight_broadcast", None), "NCCL"),
     (_with("weight_broadcast", {"type": "nccl"}), "writes no loadable weights"),
     (_with("orchestrator.eval", {"interval": 5}), "without a source"),
+    (_with("resume", {"dir": "/nowhere/checkpoints/step_30"}), "does not exist"),
 ])
 def test_preflight_refuses_what_fails_at_runtime(cfg, needle):
     with pytest.raises(UsageError) as e:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from taskset_scoring import REPLIES, score
+from taskset_scoring import ROUTER_REPLIES, REPLIES, score
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORER = Path(__file__).with_name("taskset_scoring.py")
@@ -43,6 +43,34 @@ def test_the_taskset_scores_every_reply_as_the_classic_rubric_does(split):
     taskset = asyncio.run(score("stock-arithmetic", split, 12))
     assert taskset == _classic_scores(split, 12)
     assert {k for _, k, r, _ in taskset if r == 1.0} == {"strict", "think_then_strict"}
+
+
+def test_the_router_taskset_scores_every_reply_as_the_classic_rubric_does():
+    import model_router
+
+    for split in ("train", "test"):
+        env = model_router.load_environment()
+        rows = (env.get_dataset() if split == "train" else env.get_eval_dataset()).select(range(10))
+        classic = []
+        for i, row in enumerate(rows):
+            for kind, make in ROUTER_REPLIES.items():
+                completion = [{"role": "assistant", "content": make(row["answer"])}]
+                st = _state(row, completion)
+                asyncio.run(env.rubric.score_rollout(st))
+                classic.append([f"{split}:{i}", kind, float(st["reward"]), {}])
+        assert asyncio.run(score("model-router", split, 10)) == classic
+    kinds = {k: r for _, k, r, _ in asyncio.run(score("model-router", "test", 10))}
+    assert set(kinds.values()) >= {1.0, 0.0, -1.0}
+
+
+def _state(row, completion):
+    """A classic rollout state for the rubric to score (score_rollout fills its reward)."""
+    from verifiers.types import State
+
+    st = State(input={"prompt": [{"role": "user", "content": row["question"]}], "answer": row["answer"],
+                      "info": row["info"], "example_id": 0, "task": "default"})
+    st["completion"], st["trajectory"] = completion, []
+    return st
 
 
 def test_the_test_split_holds_both_populations_and_keys_are_durable():

@@ -1,4 +1,7 @@
-"""A test double of prime-rl's classic `rl` entrypoint (used only by tests and the demo).
+"""A test double of prime-rl's `rl` entrypoint (used only by tests and the demo), both
+generations: a config with [[orchestrator.train.source]] (or `--evals` first, for the standalone
+`evals` entrypoint) is the current generation's (trainer_double_current.py); anything else
+the classic one's, described here.
 
 It speaks the same contract: `rl @ a.toml @ b.toml --max-steps N --output-dir X ...` with
 prime-rl's composition (later files and CLI flags win, tables deep-merge, lists are replaced
@@ -45,10 +48,17 @@ def load_rows(env_block: dict, split: str) -> list[dict]:
 
 
 def main(argv: list[str]) -> int:
+    as_evals = bool(argv) and argv[0] == "--evals"
+    if as_evals:   # the final-eval contract: --evals --tokenizer MODEL @ evals.toml --flags
+        argv = argv[3:] if argv[1:2] == ["--tokenizer"] else argv[1:]
     cfg = parse_args(argv)
     if os.environ.get("DOUBLE_LAUNCH_LOG"):
         with open(os.environ["DOUBLE_LAUNCH_LOG"], "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "output_dir": cfg.get("output_dir"), "argv": argv}) + "\n")
+    if as_evals or "source" in cfg.get("orchestrator", {}).get("train", {}):
+        import trainer_double_current as current
+
+        return current.evals(cfg) if as_evals else current.rl(cfg)
     for required in ("trainer", "orchestrator"):
         if required not in cfg:
             print(f"--{required}  Field required", file=sys.stderr)

@@ -17,6 +17,7 @@ from driver.dialects import VERSION_VAR
 from driver.errors import UsageError
 
 RL_COMMAND_VAR = "DRIVER_RL_COMMAND"
+EVALS_COMMAND_VAR = "DRIVER_EVALS_COMMAND"   # stands in for the final-weights eval, beside it
 PROBE_COMMAND_VAR = "DRIVER_PROBE_COMMAND"
 PROBE_MODULE = "embedded_trainer.probe"
 
@@ -46,6 +47,9 @@ class Backend:
     dialect: str = "classic"
     prime_rl_version: str | None = None
     version_source: str | None = None
+    # current dialect only: what measures an arm's final weights (`rl` never does), called as
+    # CMD --tokenizer MODEL @ evals.toml --output-dir DIR; rl_contract.final_eval for a checkout
+    final_eval: tuple[str, ...] | None = None
 
 
 def prime_rl(prime_rl_dir: str | None) -> Backend:
@@ -64,9 +68,17 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
             version, source, dialect = None, "stand-in without a checkout", "classic"
         else:
             dialect, version, source = detect_dialect(root_path)
+        evals = os.environ.get(EVALS_COMMAND_VAR)
+        if dialect == "current" and not evals:
+            raise UsageError(
+                f"prime-rl {version} is the current generation, whose `rl` never evaluates its final "
+                f"weights; with {RL_COMMAND_VAR} standing in for `rl`, set {EVALS_COMMAND_VAR} to what "
+                "stands in for the final-weights eval (called as CMD --tokenizer MODEL @ evals.toml "
+                "--output-dir DIR).")
         return Backend("prime_rl", tuple(shlex.split(override)), None, sys.executable,
                        probe=_probe_override(), stand_in=override, dialect=dialect,
-                       prime_rl_version=version, version_source=source)
+                       prime_rl_version=version, version_source=source,
+                       final_eval=tuple(shlex.split(evals)) if dialect == "current" else None)
     if root_path is None:
         raise UsageError(
             "the prime_rl backend needs a prime-rl checkout: pass --prime-rl-dir DIR or set "
@@ -80,9 +92,11 @@ def prime_rl(prime_rl_dir: str | None) -> Backend:
         raise UsageError(f"{venv_python} is missing: run `uv sync` in {root_path} first")
     # prime-rl samples through its vLLM server, which only runs inside `rl`: no probe unless
     # DRIVER_PROBE_COMMAND names one (e.g. embedded_trainer.probe in an env with torch)
+    final_eval = ((sys.executable, "-m", "rl_contract.final_eval", "--prime-rl-dir", str(root_path))
+                  if dialect == "current" else None)
     return Backend("prime_rl", (uv, "run", "rl"), str(root_path), str(venv_python),
                    probe=_probe_override(), dialect=dialect, prime_rl_version=version,
-                   version_source=source)
+                   version_source=source, final_eval=final_eval)
 
 
 def prime_rl_version(root: Path | None) -> tuple[str | None, str]:

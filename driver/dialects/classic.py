@@ -61,8 +61,9 @@ class ClassicDialect(ClassicLayout):
     """The output layout (rl_contract.classic) plus the classic configs and their checks."""
     name = "classic"
     selection_env = SELECTION_ENV
+    env_kind = "environment"   # hub envs load with vf.load_environment
     forks_checkpoints = False     # arms resume from copies of iter_0's trees (arm.prestage)
-    runs_loop = True
+    separate_final_eval = False   # the run's own eval at max_steps is the measurement
 
     # ---- configs -----------------------------------------------------------------------------
     def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None) -> dict:
@@ -104,9 +105,11 @@ class ClassicDialect(ClassicLayout):
             eval_envs=self.eval_env_blocks(hub, knobs))
 
     def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
-                   train_envs: list[dict], resume_step: int | None) -> str:
+                   train_envs: list[dict], resume_step: int | None,
+                   resume_from: Path | None = None) -> str:
         """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
-        resuming from F, steps_per_run from base."""
+        resuming from F, steps_per_run from base. The step's trees are pre-staged into the
+        arm's own output dir (arm.prestage), so `resume_from` is not read here."""
         if resume_step is not None and (type(resume_step) is not int or resume_step < 1):
             raise UsageError(f"resume_step must be a positive integer step, got {resume_step!r}")
         max_steps = (resume_step or 0) + knobs.steps_per_run
@@ -118,6 +121,15 @@ class ClassicDialect(ClassicLayout):
             train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
             lr=knobs.lr, train_envs=train_envs,
             eval_max_tokens=knobs.eval_max_tokens, eval_envs=self.eval_env_blocks(hub, knobs))
+
+    def train_blocks(self, cfg: dict) -> list[dict]:
+        return list(cfg.get("orchestrator", {}).get("train", {}).get("env", []) or [])
+
+    def control_sources(self, which: str, hub_block: dict, package: str) -> list[dict]:
+        """A control's train envs: run B trains on the hub's block and the generated env,
+        runs A and C on the generated env."""
+        gen = self.train_env_block(package, name=package)
+        return [hub_block, gen] if which == "run_b" else [gen]
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
         return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),

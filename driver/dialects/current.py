@@ -14,6 +14,7 @@ against those weights (render_final_eval); in-run evals are left off.
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import tomli_w
@@ -41,11 +42,11 @@ class CurrentDialect(CurrentLayout):
     """The output layout (rl_contract.current) plus the current configs and their checks."""
     name = "current"
     selection_env = SELECTION_ENV
+    env_kind = "taskset"       # hub envs are v1 tasksets (driver.tasksets)
     eval_view = staticmethod(eval_view)
     # arms start from iter_0's checkpoint by `[resume] dir`, not by copying it in
     forks_checkpoints = True
-    # the phases do not drive this dialect yet (its final-weights eval launch is not wired)
-    runs_loop = False
+    separate_final_eval = True    # `rl` never evaluates v(max_steps): arm.final_eval does
 
     # ---- config blocks -----------------------------------------------------------------------
     def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None,
@@ -76,6 +77,25 @@ class CurrentDialect(CurrentLayout):
 
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("source", []) or [])
+
+    def control_sources(self, which: str, hub_block: dict, package: str) -> list[dict]:
+        """A control's train sources. Runs A and C fork iter_0, so their one source keeps
+        iter_0's name; run B trains from base on the hub taskset and the generated one, half
+        the task draws each."""
+        if which != "run_b":
+            return [self.train_env_block(package)]
+        return [{**hub_block, "name": HUB_SOURCE, "ratio": 0.5},
+                self.train_env_block(package, name=package, ratio=0.5)]
+
+    def check_final_eval(self, text: str) -> dict:
+        cfg = tomllib.loads(text)
+        unknown = current_schema.unknown_keys(cfg, current_schema.EVALS_SCHEMA)
+        if unknown:
+            raise UsageError(f"prime-rl's evals would reject unknown key(s): {', '.join(unknown)}")
+        for b in cfg.get("eval", {}).get("source", []):
+            if (b.get("env") or {}).get("agent") != NULL_AGENT:
+                raise UsageError(f"eval source {b.get('name')!r} needs the null/subprocess agent")
+        return cfg
 
     def _common(self, knobs: Knobs, max_steps: int, sources: list[dict]) -> dict:
         cfg: dict = {"max_steps": max_steps, "seq_len": knobs.seq_len,
@@ -213,6 +233,10 @@ class CurrentDialect(CurrentLayout):
                     f"model {model!r} is not in prime-rl's renderer map, so `renderer = auto` fails "
                     "validation. Set [orchestrator.renderer] name, or use a mapped model "
                     f"(e.g. {', '.join(current_schema.RENDERER_MODELS_EXAMPLE)}).")
+            fork = (cfg.get("resume") or {}).get("dir")
+            if fork and not Path(fork).is_dir():
+                raise UsageError(f"[resume] dir {fork} does not exist: the arm forks a checkpoint "
+                                 "that is not there (retrain iter_0)")
         return cfg
 
     def foreign_run(self, out: Path, resume_step: int | None) -> list[str]:

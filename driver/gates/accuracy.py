@@ -16,6 +16,21 @@ from pathlib import Path
 
 from driver import worker
 
+# Script text shared by the classic and the taskset scorer: `rows` = (line, row) of every row of
+# `dataset` that carries an info.reasoning string.
+READ_REASONED_ROWS = r"""
+rows = []
+with open(dataset, encoding="utf-8") as f:
+    for n, line in enumerate(f, 1):
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("info"), dict) \
+                and isinstance(row["info"].get("reasoning"), str):
+            rows.append((n, row))
+"""
+
 # Runs in the target interpreter: argv = env_id, env_args JSON, dataset path.
 _SCORE_ROWS = r"""
 import asyncio, json, logging, sys
@@ -40,17 +55,7 @@ logging.getLogger().addHandler(catch)
 for name in list(logging.root.manager.loggerDict):
     if name.startswith("verifiers"):
         logging.getLogger(name).addHandler(catch)
-rows = []
-with open(dataset, encoding="utf-8") as f:
-    for n, line in enumerate(f, 1):
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("info"), dict) \
-                and isinstance(row["info"].get("reasoning"), str):
-            rows.append((n, row))
-system = [{"role": "system", "content": env.system_prompt}] if env.system_prompt else []
+""" + READ_REASONED_ROWS + r"""system = [{"role": "system", "content": env.system_prompt}] if env.system_prompt else []
 async def score(n, row):
     st = State(input={"prompt": system + [{"role": "user", "content": str(row.get("question", ""))}],
                       "answer": str(row.get("answer", "")), "info": row["info"], "example_id": n,
@@ -71,10 +76,26 @@ print("@@ACC@@" + json.dumps({"ceiling": ceiling, "rows": asyncio.run(run())}))
 """
 
 
+def score_hub_rows(python: str, hub: dict, dataset: Path) -> dict:
+    """score_rows against the run's hub env, classic or taskset (hub_env.json's `kind`)."""
+    from driver import tasksets
+
+    if hub.get("kind") == tasksets.KIND:
+        r = worker.run_py(python, tasksets.script("score_rows"),
+                          [hub["env_id"], json.dumps(tasksets.train_fields(hub)), str(dataset),
+                           hub.get("system_prompt") or ""], timeout=1800)
+        return _scored(r, hub["env_id"])
+    return score_rows(python, hub["env_id"], hub.get("env_args"), dataset)
+
+
 def score_rows(python: str, env_id: str, env_args: dict | None, dataset: Path) -> dict:
     """{"ceiling": full reward, "rows": [{"line", "template", "reward", "errors"}]}."""
     r = worker.run_py(python, _SCORE_ROWS, [env_id, json.dumps(env_args or {}), str(dataset)],
                       timeout=1800)
+    return _scored(r, env_id)
+
+
+def _scored(r, env_id: str) -> dict:
     out = next((x for x in r.stdout.splitlines() if x.startswith("@@ACC@@")), None)
     if r.returncode != 0 or out is None:
         tail = "\n".join(r.stderr.strip().splitlines()[-6:]) or "no output"

@@ -31,10 +31,10 @@ def row_text(row):
     return msgs[-1].get("content", "") if msgs else ""
 '''
 
-# Appended to any script that has loaded the env as `env`; prints one "@@FP@@" line.
-EVAL_SIDE_BODY = FINGERPRINT_SRC + r'''
+# Appended to any script that holds the eval rows as `ds` (dicts with a question or a prompt);
+# prints one "@@FP@@" line.
+FINGERPRINT_ROWS_BODY = FINGERPRINT_SRC + r'''
 import collections as _collections, json as _json
-ds = env.get_eval_dataset()
 df = _collections.Counter()
 for row in ds:
     df.update(grams(row_text(row)))
@@ -42,6 +42,8 @@ limit = max(2, len(ds) // 100)
 rows = [sorted(h for h in grams(row_text(row)) if df[h] <= limit) for row in ds]
 print("@@FP@@" + _json.dumps({"n": N, "eval_rows": len(ds), "rows": [r for r in rows if r]}))
 '''
+# ... and to any script that has loaded a classic env as `env`
+EVAL_SIDE_BODY = "\nds = env.get_eval_dataset()\n" + FINGERPRINT_ROWS_BODY
 
 _EVAL_SIDE = r'''
 import json, sys
@@ -56,6 +58,10 @@ grams, row_text = _ns["grams"], _ns["row_text"]
 
 def eval_fingerprints(python: str, env_id: str, env_args: dict | None = None) -> dict:
     r = worker.run_py(python, _EVAL_SIDE, [env_id, json.dumps(env_args or {})], timeout=600)
+    return _parse(r, env_id)
+
+
+def _parse(r, env_id: str) -> dict:
     line = next((x for x in r.stdout.splitlines() if x.startswith("@@FP@@")), None)
     if r.returncode != 0 or line is None:
         # the error text is the loader's, never eval rows
@@ -69,7 +75,14 @@ def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
     path = Path(run_dir) / "eval_fingerprints.json"
     if path.exists():
         return json.loads(path.read_text())
-    fp = eval_fingerprints(python, hub["env_id"], hub.get("env_args"))
+    if hub.get("kind") == "taskset":
+        from driver import tasksets
+
+        r = worker.run_py(python, tasksets.script("eval_side"),
+                          [hub["env_id"], json.dumps(tasksets.eval_fields(hub))], timeout=600)
+        fp = _parse(r, hub["env_id"])
+    else:
+        fp = eval_fingerprints(python, hub["env_id"], hub.get("env_args"))
     atomic_write_json(path, fp)
     return fp
 

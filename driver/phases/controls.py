@@ -27,12 +27,14 @@ def _hub_train_block(ctx: Ctx) -> dict:
     """Run B's first train env: the exact block iter_0 trained on (canonical config if given)."""
     base = Path(ctx.state.base_config) if ctx.state.base_config else ctx.iter_dir(0) / "base_rl.toml"
     if base.exists():
-        blocks = tomllib.loads(base.read_text()).get("orchestrator", {}).get("train", {}).get("env", [])
+        blocks = ctx.dialect.train_blocks(tomllib.loads(base.read_text()))
         if blocks:
             block = dict(blocks[0])
             block.setdefault("name", "hub-train")
             return block
-    return ctx.dialect.train_env_block(ctx.hub["env_id"], ctx.hub.get("env_args"), name="hub-train")
+    return ctx.dialect.train_env_block(ctx.hub["env_id"], {**(ctx.hub.get("env_args") or {}),
+                                                           **(ctx.hub.get("train_args") or {})},
+                                       name="hub-train")
 
 
 def run_control(ctx: Ctx, which: str) -> None:
@@ -63,11 +65,11 @@ def run_control(ctx: Ctx, which: str) -> None:
         install_env(ctx, arm)
         cfg = d / "rl.toml"
         if not cfg.exists():
-            gen_block = ctx.dialect.train_env_block(arm.package, name=arm.package)
-            train_envs = [_hub_train_block(ctx), gen_block] if which == "run_b" else [gen_block]
+            train_envs = ctx.dialect.control_sources(
+                which, _hub_train_block(ctx) if which == "run_b" else {}, arm.package)
             text = ctx.dialect.render_run(arm=which, purpose=PURPOSES[which], hub=ctx.hub,
-                                          knobs=arm_knobs(ctx, arm),
-                                          train_envs=train_envs, resume_step=resume)
+                                          knobs=arm_knobs(ctx, arm), train_envs=train_envs,
+                                          resume_step=resume, resume_from=ctx.iter_dir(0) / "prime_out")
             ctx.dialect.check_rendered(text)
             atomic_write_text(cfg, text)
         train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
@@ -108,7 +110,6 @@ def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
                        **({"style": style} if style else {}))
         source = f"{fam_name}.untargeted" + (f" (style {style})" if style else "")
     else:
-        envs.sample_train_rows(ctx.backend.python, ctx.hub["env_id"], ctx.hub.get("env_args"),
-                               count, f"run_c|{ctx.state.seed}", dest)
+        envs.sample_train_rows(ctx.backend.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)
         source = "a resample of the hub env's train rows"
     ctx.say(f"[run_c] {count} untargeted rows from {source}")

@@ -19,6 +19,7 @@ from driver.gates import decontam
 from driver.gates import hparams as hparams_gate
 from driver.gates import weakness as weakness_gate
 from driver.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
+from driver.arm import trained as arm_trained
 from driver.state import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200
@@ -121,8 +122,7 @@ def dataset(ctx: Ctx, n: int) -> str:
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
         try:   # the ACCURATE pillar: the hub rubric scores every row's reasoning
-            scored = accuracy.score_rows(ctx.backend.python, ctx.hub["env_id"],
-                                         ctx.hub.get("env_args"), d / "dataset.jsonl")
+            scored = accuracy.score_hub_rows(ctx.backend.python, ctx.hub, d / "dataset.jsonl")
         except RuntimeError as e:
             raise DriverError(f"[iter_{n}] {e}\nThe hub env loaded at introspection; check "
                               f"{ctx.backend.python} still has it, then `driver resume`.") from None
@@ -259,16 +259,17 @@ def train_iteration(ctx: Ctx, n: int) -> None:
         text = ctx.dialect.render_run(
             arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
             hub=ctx.hub, knobs=iteration_knobs(ctx, n),
-            train_envs=[ctx.dialect.train_env_block(arm.package)], resume_step=arm.resume_step)
+            train_envs=[ctx.dialect.train_env_block(arm.package)], resume_step=arm.resume_step,
+            resume_from=ctx.iter_dir(0) / "prime_out")
         ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
         atomic_write_text(cfg, text)
     train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
 
 
 def trained(ctx: Ctx, n: int) -> bool:
-    """The iteration's arm finished training (a torn or missing eval retires the attempt and
-    removes the marker, so the loop sends it back to `train`)."""
-    return (arm_for(ctx, n).dir / "train_done.json").exists()
+    """The iteration's arm finished training (a torn or missing eval retires the attempt, or
+    its final-weights eval, so the loop sends it back to `train`)."""
+    return arm_trained(ctx, arm_for(ctx, n))
 
 
 def evaluate_iteration(ctx: Ctx, n: int) -> None:

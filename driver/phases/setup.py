@@ -44,7 +44,8 @@ def _introspect(ctx: Ctx) -> None:
     env_id = ctx.state.dataset
     try:
         info, fingerprints = envs.introspect_with_fingerprints(
-            ctx.backend.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id)
+            ctx.backend.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id,
+            kind=ctx.dialect.env_kind)
     except DriverError:
         ctx.state.status = "aborted"
         ctx.state.reason = "hub env not found"

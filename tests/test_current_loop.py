@@ -1,0 +1,180 @@
+"""The whole loop on the current dialect: the trainer double stands in for prime-rl v0.8.1.dev67's
+`rl` and `evals`, the hub is StockArithmetic-v1's taskset form, and every arm's final weights
+are measured by a launch of their own. An uninterrupted run, and the same run SIGKILLed at
+points across every phase and resumed each time, end identically."""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import DOUBLE, FAST, driver, driver_env, launches, run_dir_from
+from driver.dialects import get
+
+ARGS = ["run", "--max-iters", "2", "--seed", "7", *FAST, "--eval-examples", "120"]
+ARMS = ["iter_0", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
+        "run_c_untargeted_from_iter0"]
+# the classic kill-anywhere test covers every phase; these are the points the current dialect
+# changes: around both launches of an arm (its trainer, then its final-weights eval)
+KILL_POINTS = [
+    "train:after-launch",          # iter_0's trainer running, driver gone: resume re-attaches
+    "train:after-launch",          # iter_0's final-weights eval running
+    "evaluate:before-summary",
+    "install:after-install",       # iter_1
+    "train:before-launch",         # iter_1's trainer
+    "train:before-launch",         # iter_1's final eval
+    "phase:run_b:start",
+    "train:after-launch",          # run_b
+]
+
+
+def current_env(tmp_path: Path, **extra) -> dict:
+    return driver_env(tmp_path, DRIVER_PRIME_RL_VERSION="0.8.1.dev67",
+                      DRIVER_EVALS_COMMAND=f"{sys.executable} {DOUBLE} --evals", **extra)
+
+
+def outcome(run_dir: Path):
+    import re
+
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    best = json.loads((run_dir / "best_iter.json").read_text())
+    best["env_dir"] = re.sub(r"_[0-9a-f]{6}$", "", best["env_dir"])
+    scratch = (run_dir / "scratchpad.md").read_text()
+    return metrics, best, json.loads((run_dir / "run.json").read_text())["status"], \
+        scratch[scratch.index("## Final summary"):]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cur")
+    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], current_env(tmp))
+    assert r.returncode == 0, r.stderr[-4000:]
+    return tmp, run_dir_from(r.stdout), r
+
+
+def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
+    tmp, run_dir, r = reference
+    state = json.loads((run_dir / "run.json").read_text())
+    assert (state["dialect"], state["prime_rl_version"]) == ("current", "0.8.1.dev67")
+    assert "dialect: current, prime-rl 0.8.1.dev67" in r.stderr
+    hub = json.loads((run_dir / "hub_env.json").read_text())
+    assert hub["kind"] == "taskset" and hub["env_class"] == "StockArithmeticTaskset"
+    assert (hub["train_args"], hub["eval_args"], hub["selection"]["args"]) == (
+        {"split": "train"}, {"split": "test"}, {"split": "validation"})
+    assert [f["name"] for f in hub["rubric_funcs"] if f["weight"] > 0] == ["correct_final_stock"]
+    metrics, best, status, summary = outcome(run_dir)
+    assert status == "max_iters_reached"
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1]
+    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
+    assert all(m["n_eval"] == 120 and m["n_selection"] == 120 for m in metrics["iters"])
+    assert all(c["n_eval"] == 200 and c["n_selection"] == 200 for c in metrics["controls"])
+    assert best["chosen_on"] == "selection" and "<- BEST_ITER" in summary
+    # each arm: one training launch and one final-weights eval launch, never more
+    outs = Counter(Path(l["output_dir"]).relative_to(run_dir).parts[0] for l in launches(tmp))
+    assert outs == {arm: 2 for arm in ARMS}, outs
+    dialect = get("current")
+    for arm in ARMS:
+        d = run_dir / arm
+        cfgs = [tomllib.loads(p.read_text()) for p in sorted(d.glob("*.toml")) if p.name != "evals.toml"]
+        for cfg in cfgs:
+            assert dialect.check_effective(cfg, complete=False) is cfg
+        ev = tomllib.loads((d / "evals.toml").read_text())
+        final = json.loads((d / "eval_summary.json").read_text())["final_step"]
+        assert ev["model"] == str(dialect.weights_dir(d / "prime_out", final))
+        assert (Path(ev["model"]) / "STABLE").exists()
+    # iterations and runs A and C fork iter_0's checkpoint in place: nothing is copied
+    anchor = run_dir / "iter_0" / "prime_out" / "run" / "checkpoints" / "step_3"
+    for arm in ("iter_1", "run_a_best_from_iter0", "run_c_untargeted_from_iter0"):
+        cfg = tomllib.loads((run_dir / arm / "rl.toml").read_text())
+        assert cfg["resume"] == {"dir": str(anchor)} and cfg["max_steps"] == 6
+        assert [s["name"] for s in cfg["orchestrator"]["train"]["source"]] == ["train"]
+        assert sorted(p.name for p in (run_dir / arm / "prime_out" / "run" / "checkpoints").iterdir()) == ["step_6"]
+    run_b = tomllib.loads((run_dir / "run_b_combined_from_base" / "rl.toml").read_text())
+    srcs = run_b["orchestrator"]["train"]["source"]
+    assert "resume" not in run_b and [(s["name"], s["ratio"]) for s in srcs][0] == ("hub-train", 0.5)
+    assert srcs[0]["env"]["taskset"] == {"id": "stock_arithmetic", "split": "train"}
+    # the teacher read train traces as flat rows; eval summaries hold numbers only
+    summary = json.loads((run_dir / "iter_1" / "eval_summary.json").read_text())
+    assert set(summary["correct_by_example"]) <= {f"test:{i}" for i in range(200)}
+    assert "(double)" not in (run_dir / "iter_1" / "eval_summary.json").read_text()
+    assert summary["train_reward_mean"] is not None and summary["train_diagnose"]["groups"] > 0
+    gate_lines = json.loads((run_dir / "iter_1" / "gate_report.json").read_text())["lines"]
+    assert {"name": "no overlap with the eval split (blind)", "ok": True, "detail": ""} in gate_lines
+    # the generated env is a taskset package built on the hub's own Task class
+    pkg = next((run_dir / "iter_1").glob("stock_arithmetic_iter_1_*/stock_arithmetic_iter_1_*/__init__.py"))
+    assert "taskset_class(HUB_TASKSET_ID).task_type()" in pkg.read_text()
+
+
+def test_sigkill_anywhere_on_the_current_dialect_then_resume_gives_the_same_result(reference, tmp_path):
+    _, ref_dir, _ = reference
+    r = driver([*ARGS, "--runs-dir", str(tmp_path / "runs")],
+               current_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0]))
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    run_dir = run_dir_from(r.stdout)
+    for point in KILL_POINTS[1:]:
+        r = driver(["resume", str(run_dir)], current_env(tmp_path, DRIVER_FAULT_KILL_AT=point))
+        assert r.returncode == -signal.SIGKILL, f"never reached {point}: {r.stderr[-2000:]}"
+    r = driver(["resume", str(run_dir)], current_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert outcome(run_dir) == outcome(ref_dir)
+    outs = Counter(Path(l["output_dir"]).relative_to(run_dir).parts[0] for l in launches(tmp_path))
+    assert outs == {arm: 2 for arm in ARMS}, outs
+
+
+def test_a_stand_in_for_the_current_generation_needs_the_evals_stand_in_too(tmp_path, runs):
+    env = driver_env(tmp_path, DRIVER_PRIME_RL_VERSION="0.8.1.dev60")
+    r = driver(["run", "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode == 2 and "DRIVER_EVALS_COMMAND" in r.stderr, r.stderr
+    assert list(runs.iterdir()) == []
+
+
+def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_measured_again(tmp_path, runs):
+    """canary_taskset plants a canary in every test and validation task: the LLM teacher's
+    requests, every file the driver writes and everything it prints stay free of it; only the
+    final-weights eval's own traces carry it. iter_1's final eval is torn on the first attempt:
+    the weights are measured again, and never retrained."""
+    from fake_llm import FakeLLM
+    import teacher_files
+
+    sys.path.insert(0, str(Path(__file__).with_name("envs")))
+    from canary_taskset import CANARY
+
+    def passing(body):   # a capable model: skeletons of the failed train rows it was shown
+        import re
+
+        user = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        assert CANARY not in user
+        step = re.search(r"from (train_step_\d+)", user).group(1)
+        skeletons = [{"source": f"{step}_idx_{idx}", "problem": json.loads(info)["problem"]}
+                     for idx, reward, info in re.findall(r"### idx (\d+) · reward (\S+)\n.*?\ninfo: (.*?)\n", user, re.S)
+                     if float(reward) < 0.5 and "problem" in json.loads(info)]
+        return teacher_files.as_reply(teacher_files.passing(skeletons, 1, "canary_taskset"))
+
+    with FakeLLM([passing] * 3) as llm:
+        env = current_env(tmp_path, TEACHER_TEST_KEY="sk-test", DOUBLE_TORN_EVAL="iter_1",
+                          PYTHONPATH=str(Path(__file__).with_name("envs")))
+        r = driver(["run", "--dataset", "canary_taskset", "--max-iters", "2", "--runs-dir", str(runs),
+                    "--teacher", "llm", "--llm-base-url", llm.url + "/v1", "--llm-model", "fake-1",
+                    "--llm-key-env", "TEACHER_TEST_KEY", *FAST], env)
+        assert r.returncode != 0 and "is not JSON" in r.stderr, r.stderr[-2000:]
+        rd = run_dir_from(r.stdout)
+        env.pop("DOUBLE_TORN_EVAL")
+        r2 = driver(["resume", str(rd)], env)
+        requests = llm.requests
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    rel = [Path(l["output_dir"]).relative_to(rd).parts for l in launches(tmp_path)]
+    assert rel.count(("iter_1", "prime_out")) == 1            # trained once
+    assert rel.count(("iter_1", "prime_out", "final_eval", "step_6")) == 2   # measured twice
+    assert (rd / "iter_1" / "prime_out" / "final_eval" / "step_6.failed-1").is_dir()
+    assert json.loads((rd / "hub_env.json").read_text())["env_class"] == "CanaryTaskset"
+    assert json.loads((rd / "iter_1" / "gate_report.json").read_text())["passed"] is True
+    carriers = {str(p.relative_to(rd)) for p in rd.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()}
+    sealed = {c for c in carriers if "/final_eval/" in c and c.endswith("traces.jsonl")}
+    assert sealed and carriers == sealed, carriers - sealed
+    assert not any(CANARY in json.dumps(q["body"]) for q in requests)
+    assert CANARY not in r.stdout + r.stderr + r2.stdout + r2.stderr
