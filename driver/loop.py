@@ -110,6 +110,9 @@ def run(ctx: Ctx) -> int:
     if st.probe_prompts and iteration.probes_in_worker(ctx):
         # the probe's warm interpreter imports torch while iter_0 trains, not when it is needed
         worker.get(ctx.backend.python, torch=True)
+    if ctx.dialect.env_kind == "taskset":
+        # the taskset scripts' warm interpreter imports verifiers v1 (seconds) in the background
+        worker.get(ctx.backend.python, v1=True)
     while st.phase != "done":
         phase = st.phase
         _enter(ctx, phase)

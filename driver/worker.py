@@ -72,8 +72,11 @@ for line in sys.stdin:
     print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), file=out, flush=True)
 '''
 
-VERIFIERS = ["import verifiers as vf; vf.SingleTurnEnv; vf.Rubric; vf.Parser", "import verifiers.v1",
+VERIFIERS = ["import verifiers as vf; vf.SingleTurnEnv; vf.Rubric; vf.Parser",
              "from verifiers.types import State", "import datasets"]
+# verifiers v1 (tasksets) takes about four seconds to import: only a worker for scripts that use
+# it (driver/tasksets.py's) loads it
+V1 = ["import verifiers.v1", "from verifiers.v1.utils.loaders import taskset_class"]
 TORCH = ["import torch", "import transformers",
          "from transformers.models.qwen2 import modeling_qwen2",
          "import embedded_trainer.rollouts"]
@@ -146,20 +149,23 @@ class Worker:
                 self.proc.kill()
 
 
-_WORKERS: dict[tuple[str, bool], Worker | None] = {}
+_WORKERS: dict[tuple[str, bool, bool, str], Worker | None] = {}
 
 
-def get(python: str, torch: bool = False) -> Worker | None:
-    """`python`'s worker (with torch and transformers loaded too when `torch`), started on
-    first call; its imports run in the background until the first request waits for them."""
+def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
+    """`python`'s worker (with torch and transformers loaded too when `torch`, verifiers v1
+    when `v1`), started on first call; its imports run in the background until the first
+    request waits for them."""
     if not hasattr(os, "fork") or os.environ.get("DRIVER_NO_WORKER"):
         return None
-    key = (python, torch)
+    # a worker's sys.path was fixed when it started: another PYTHONPATH needs another worker
+    key = (python, torch, v1, os.environ.get("PYTHONPATH", ""))
     w = _WORKERS.get(key)
     if w is not None and w.alive():
         return w
     try:
-        w = Worker(python, VERIFIERS + (TORCH if torch else []))
+        # a v1 worker serves taskset scripts only: the classic API (seconds more) stays out
+        w = Worker(python, (V1 if v1 else VERIFIERS) + (TORCH if torch else []))
     except OSError:
         w = None
     _WORKERS[key] = w
@@ -171,12 +177,13 @@ def run_py(python: str, script: str, args: list[str], timeout: float = 600,
            torch: bool = False) -> subprocess.CompletedProcess:
     """Run `script` (source text) with `args` as sys.argv[1:] in a fresh process of `python`,
     as `subprocess.run([python, "-c", script, *args], capture_output=True, text=True)` would."""
-    w = get(python, torch)
+    v1 = "verifiers.v1" in script
+    w = get(python, torch, v1)
     if w is not None:
         try:
             return w.run(script, args, timeout, cwd=cwd, env=env)
         except OSError:   # the worker did not start, or died mid-request: the old way
-            _WORKERS.pop((python, torch), None)
+            _WORKERS.pop((python, torch, v1, os.environ.get("PYTHONPATH", "")), None)
     return subprocess.run([python, "-c", script, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
 

@@ -105,7 +105,7 @@ def round_trip(env_id: str, rows: list[dict], per_template: int = 5, env_args: d
         picked.setdefault(key, [])
         if len(picked[key]) < per_template:
             picked[key].append(row)
-    score, ceiling = _taskset_scorer(env_id) or _classic_scorer(env_id, env_args)
+    score, ceiling = _classic_scorer(env_id, env_args) or _taskset_scorer(env_id)
 
     async def run():
         return {key: [await score(r) for r in rs] for key, rs in picked.items()}
@@ -120,7 +120,15 @@ def round_trip(env_id: str, rows: list[dict], per_template: int = 5, env_args: d
 
 
 def _classic_scorer(env_id: str, env_args: dict | None):
+    """(score, ceiling) with the classic env's rubric, or None where there is no classic form
+    (verifiers >= 0.4, or a module without load_environment: a v1 taskset)."""
+    import importlib
+
     import verifiers as vf
+
+    module = env_id.split("/")[-1].split("@")[0].replace("-", "_")
+    if not hasattr(vf, "SingleTurnEnv") or not hasattr(importlib.import_module(module), "load_environment"):
+        return None
     from verifiers.types import State
 
     env = vf.load_environment(env_id, **(env_args or {}))

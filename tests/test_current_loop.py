@@ -25,11 +25,9 @@ KILL_POINTS = [
     "train:after-launch",          # iter_0's trainer running, driver gone: resume re-attaches
     "train:after-launch",          # iter_0's final-weights eval running
     "evaluate:before-summary",
-    "install:after-install",       # iter_1
     "train:before-launch",         # iter_1's trainer
     "train:before-launch",         # iter_1's final eval
-    "phase:run_b:start",
-    "train:after-launch",          # run_b
+    "train:after-launch",          # run_a's trainer
 ]
 
 
@@ -110,6 +108,7 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     assert "taskset_class(HUB_TASKSET_ID).task_type()" in pkg.read_text()
 
 
+@pytest.mark.extended
 def test_sigkill_anywhere_on_the_current_dialect_then_resume_gives_the_same_result(reference, tmp_path):
     _, ref_dir, _ = reference
     r = driver([*ARGS, "--runs-dir", str(tmp_path / "runs")],
@@ -133,6 +132,7 @@ def test_a_stand_in_for_the_current_generation_needs_the_evals_stand_in_too(tmp_
     assert list(runs.iterdir()) == []
 
 
+@pytest.mark.extended
 def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_measured_again(tmp_path, runs):
     """canary_taskset plants a canary in every test and validation task: the LLM teacher's
     requests, every file the driver writes and everything it prints stay free of it; only the

@@ -94,12 +94,13 @@ def _verifiers_040_venv() -> Path:
     if check.stdout.strip() != "0.4.0":
         subprocess.run([*pip, "verifiers==0.4.0"], check=True, timeout=900)
     # the project and the env with their dependencies resolved against what is there
-    subprocess.run([*pip, "--force-reinstall", "--no-deps", str(ROOT), str(ROOT / "environments" / "stock_arithmetic")],
-                   check=True, timeout=900)
-    subprocess.run([*pip, str(ROOT), str(ROOT / "environments" / "stock_arithmetic")], check=True, timeout=900)
+    packages = [str(ROOT), *(str(ROOT / "environments" / e) for e in ("stock_arithmetic", "model_router"))]
+    subprocess.run([*pip, "--force-reinstall", "--no-deps", *packages], check=True, timeout=900)
+    subprocess.run([*pip, *packages], check=True, timeout=900)
     return py
 
 
+@pytest.mark.extended
 def test_installing_next_to_verifiers_040_keeps_it_and_the_taskset_loads_there():
     py = _verifiers_040_venv()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
@@ -112,11 +113,16 @@ def test_installing_next_to_verifiers_040_keeps_it_and_the_taskset_loads_there()
                             capture_output=True, text=True, env=env, cwd="/", timeout=300)
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert json.loads(scored.stdout) == asyncio.run(score("stock-arithmetic", "test", 12))
+    routed = subprocess.run([str(py), str(SCORER), "model-router", "test", "12"],
+                            capture_output=True, text=True, env=env, cwd="/", timeout=300)
+    assert routed.returncode == 0, routed.stderr[-3000:]
+    assert json.loads(routed.stdout) == asyncio.run(score("model-router", "test", 12))
     # the driver itself runs there (it imports no verifiers)
     helped = subprocess.run([str(py), "-m", "driver.cli", "--help"], capture_output=True, text=True,
                             env=env, cwd="/", timeout=60)
     assert helped.returncode == 0 and "run" in helped.stdout, helped.stderr[-2000:]
-    # the classic form says what it needs instead of failing somewhere deep
-    classic = subprocess.run([str(py), "-c", "import stock_arithmetic; stock_arithmetic.load_environment()"],
-                             capture_output=True, text=True, env=env, cwd="/", timeout=120)
-    assert classic.returncode != 0 and "use the taskset form" in classic.stderr, classic.stderr[-2000:]
+    # the classic forms say what they need instead of failing somewhere deep
+    for pkg in ("stock_arithmetic", "model_router"):
+        classic = subprocess.run([str(py), "-c", f"import {pkg}; {pkg}.load_environment()"],
+                                 capture_output=True, text=True, env=env, cwd="/", timeout=120)
+        assert classic.returncode != 0 and "use the taskset form" in classic.stderr, classic.stderr[-2000:]

@@ -9,6 +9,12 @@ StockArithmetic-v1 taskset, then parses each in the given interpreter with
 prime-rl-configs package) and the stock_arithmetic package installed there. It also feeds the
 configs the driver refuses for schema reasons and reports whether prime-rl rejects them too.
 Prints one line per case and exits 1 if any verdict differs.
+
+    python tools/validate_against_prime_rl.py --python PY --run-dir RUNS/stock_arithmetic-...
+
+checks instead every config a finished current-dialect run launched with (iter_0's base +
+overlay + flags, each arm's rl.toml, each evals.toml), its generated taskset packages put on
+that interpreter's path from the run directory.
 """
 from __future__ import annotations
 
@@ -101,15 +107,40 @@ def cases(tmp: Path) -> list[tuple[str, str, list[str], bool]]:
     return out
 
 
+def run_cases(rd: Path) -> tuple[list[tuple[str, str, list[str], bool]], list[str]]:
+    """The launches of a finished run (as the driver made them) and the generated packages'
+    roots, which the validating interpreter needs on its path."""
+    d = get("current")
+    out, roots = [], []
+    for arm in sorted(p for p in rd.iterdir() if p.is_dir()):
+        roots += [str(pkg) for pkg in arm.iterdir() if (pkg / "pyproject.toml").exists()]
+        if (arm / "base_rl.toml").exists():
+            out.append((f"{arm.name}: base + overlay + flags", "rl",
+                        ["@", str(arm / "base_rl.toml"), "@", str(arm / "eval_overlay.toml"),
+                         "--output-dir", str(arm / "prime_out"), "--run.name", "run"], True))
+        if (arm / "rl.toml").exists():
+            out.append((f"{arm.name}: rl.toml", "rl",
+                        ["@", str(arm / "rl.toml"), "--output-dir", str(arm / "prime_out")], True))
+        if (arm / "evals.toml").exists():
+            out.append((f"{arm.name}: evals.toml", "evals", ["@", str(arm / "evals.toml")], True))
+    assert d.name == "current"
+    return out, roots
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", required=True, help="an interpreter with prime-rl's config classes and stock_arithmetic")
+    ap.add_argument("--run-dir", type=Path, help="check a finished current-dialect run's own configs")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     d = get("current")
     results, differ = [], 0
+    import os
+
     with tempfile.TemporaryDirectory() as t:
-        for name, kind, argv, driver_ok in cases(Path(t)):
+        todo, roots = run_cases(a.run_dir) if a.run_dir else (cases(Path(t)), [])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(roots)}
+        for name, kind, argv, driver_ok in todo:
             if kind == "rl":
                 try:
                     from rl_contract.composition import compose
@@ -119,7 +150,8 @@ def main() -> int:
                 except Exception:
                     ours = False
                 assert ours == driver_ok, f"the driver's own verdict changed for {name!r}"
-            r = subprocess.run([a.python, "-c", _PARSE, kind, *argv], capture_output=True, text=True, cwd=t)
+            r = subprocess.run([a.python, "-c", _PARSE, kind, *argv], capture_output=True, text=True,
+                               cwd=t, env=env)
             try:
                 theirs = json.loads(r.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):

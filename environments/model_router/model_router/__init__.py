@@ -10,7 +10,6 @@ an unknown model name. The answer format is `<model>NAME</model>`.
 from __future__ import annotations
 
 from .rows import SYSTEM_PROMPT, make_row, route_reward_value  # noqa: F401  (as before)
-from .taskset import ModelRouterTaskset
 
 __all__ = ["ModelRouterTaskset"]   # the taskset loader reads exactly one Taskset from it
 
@@ -21,3 +20,12 @@ def load_environment(table_path: str | None = None, seed: int = 0, eval_fraction
     from .classic import load_environment as classic
 
     return classic(table_path=table_path, seed=seed, eval_fraction=eval_fraction, **kwargs)
+
+
+def __getattr__(name: str):
+    # the taskset on first use: verifiers.v1 takes seconds to import
+    if name == "ModelRouterTaskset":
+        from .taskset import ModelRouterTaskset
+
+        return ModelRouterTaskset
+    raise AttributeError(f"module 'model_router' has no attribute {name!r}")

@@ -12,7 +12,6 @@ limit). `lenient_correct` reports the right number in any format; `population_ID
 """
 from __future__ import annotations
 
-from .taskset import StockArithmeticTaskset
 
 __all__ = ["StockArithmeticTaskset"]
 
@@ -28,7 +27,12 @@ def load_environment(seed: int = 0, eval_split: str = "test", num_train_examples
 
 
 def __getattr__(name: str):
-    # the classic form's reward functions and the embedded student's warm start, on demand
+    # imported on first use: verifiers.v1 takes seconds to import, the classic form needs
+    # verifiers <= 0.3.1, and the warm start needs neither
+    if name == "StockArithmeticTaskset":
+        from .taskset import StockArithmeticTaskset
+
+        return StockArithmeticTaskset
     if name in ("correct_final_stock", "lenient_correct", "population_ID50", "population_OOD100",
                 "StockAnswerParser", "SYSTEM_PROMPT"):
         from . import classic
