@@ -173,8 +173,8 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         res = _launch_and_wait(ctx, arm.name, ctx.backend, prepare, arm.out, arm.log, eval_file,
                                expected, arm.resume_step or 0, final, "trainer")
         if res.outcome != "done":
-            _raise_failed(ctx, arm.name, res, arm.log, "retrains this arm (the failed attempt's "
-                          "files are kept beside the new ones)")
+            _raise_failed(ctx, arm.name, "training", res, arm.log, "retrains this arm (the failed "
+                          "attempt's files are kept beside the new ones)")
         missing = [str(p.relative_to(ctx.rd.path)) for p in ctx.dialect.checkpoint_trees(arm.out, final)
                    if not p.exists()]
         if missing:
@@ -236,7 +236,8 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
     res = _launch_and_wait(ctx, f"{arm.name} final eval", evaluator, prepare, out, log, eval_file,
                            expected, final, final, "final-weights eval")
     if res.outcome != "done":
-        _raise_failed(ctx, f"{arm.name} final eval", res, log, "evaluates the final weights again")
+        _raise_failed(ctx, f"{arm.name} final eval", "evaluation", res, log,
+                      "evaluates the final weights again")
     ctx.state.trainer = None
     ctx.save()
 
@@ -308,12 +309,12 @@ def _launch_and_wait(ctx: Ctx, label: str, backend, prepare, out: Path, log: Pat
     return res
 
 
-def _raise_failed(ctx: Ctx, label: str, res: training.PollResult, log: Path, then: str) -> None:
+def _raise_failed(ctx: Ctx, label: str, noun: str, res: training.PollResult, log: Path,
+                  then: str) -> None:
     tail = training.log_tail(log)
     ctx.state.trainer = None
     ctx.state.reason = f"{label} failed: {res.detail}"
     ctx.save()
-    noun = "training" if "final eval" not in label else "evaluation"
     raise DriverError(f"[{label}] {noun} failed: {res.detail}. Log tail:\n{tail}\n"
                       f"Fix the cause, then `driver resume {ctx.rd.path}` {then}.")
 
@@ -336,7 +337,7 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         try:
             summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final),
                                            selection_env=ctx.dialect.selection_env,
-                                           view=getattr(ctx.dialect, "eval_view", None))
+                                           view=ctx.dialect.eval_view)
         except DriverError:
             # a missing or torn eval file cannot be repaired by reading it again: retire this
             # attempt (kept beside the next) so that resuming trains the arm afresh, or, where

@@ -507,7 +507,7 @@ def cmd_validate(a) -> int:
             hub = read_json(run_dir / "hub_env.json")
             python = _run_python(run_dir)
             fingerprints = decontam.cached_fingerprints(run_dir, python, hub)
-            scored = accuracy.score_rows(python, hub["env_id"], hub.get("env_args"), Path(a.dataset))
+            scored = accuracy.score_hub_rows(python, hub, Path(a.dataset))   # classic or taskset
     except RuntimeError as e:
         raise _usage(str(e)) from None
     report = gate.check(Path(a.dataset), weakness_gate.load(a.weakness), [Path(p) for p in a.prior],

@@ -9,7 +9,6 @@ when the taskset has one. Eval tasks are only counted and fingerprinted, never p
 """
 from __future__ import annotations
 
-import json
 
 from driver.gates import accuracy, decontam
 
@@ -17,8 +16,12 @@ KIND = "taskset"
 SPLIT_FIELDS = ("split", "dataset_split")
 TRAIN_SPLIT, EVAL_SPLITS, SELECTION_SPLITS = "train", ("test", "eval"), ("validation", "val", "dev")
 
-# Shared by every taskset script: loading a taskset by id with config fields, and its text.
-PRELUDE = r'''
+# Shared by every taskset script: the split names, loading a taskset by id with config fields,
+# and a task's text.
+PRELUDE = f"""
+SPLIT_FIELDS, TRAIN_SPLIT = {SPLIT_FIELDS!r}, {TRAIN_SPLIT!r}
+EVAL_SPLITS, SELECTION_SPLITS = {EVAL_SPLITS!r}, {SELECTION_SPLITS!r}
+""" + r'''
 import asyncio, json, sys, typing
 import verifiers.v1 as vf
 from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
@@ -165,9 +168,6 @@ ds = [row_of(t) for t in load(sys.argv[1], json.loads(sys.argv[2]))]
 
 SCRIPTS = {"introspect": _INTROSPECT, "count": _COUNT, "sample_train": _SAMPLE_TRAIN,
            "score_rows": _SCORE_ROWS, "eval_side": _EVAL_SIDE}
-for _name, _src in SCRIPTS.items():   # the split names the scripts read
-    SCRIPTS[_name] = (f"SPLIT_FIELDS, TRAIN_SPLIT = {SPLIT_FIELDS!r}, {TRAIN_SPLIT!r}\n"
-                      f"EVAL_SPLITS, SELECTION_SPLITS = {EVAL_SPLITS!r}, {SELECTION_SPLITS!r}\n" + _src)
 
 
 def train_fields(hub: dict) -> dict:
@@ -189,6 +189,3 @@ def package_templates(hub: dict) -> tuple[str, str, dict]:
 def script(name: str) -> str:
     return SCRIPTS[name]
 
-
-def dumps(fields: dict) -> str:
-    return json.dumps(fields or {})

@@ -178,3 +178,7 @@ def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_m
     assert sealed and carriers == sealed, carriers - sealed
     assert not any(CANARY in json.dumps(q["body"]) for q in requests)
     assert CANARY not in r.stdout + r.stderr + r2.stdout + r2.stderr
+    # the gate as TEACHER.md has a teacher run it, in the run dir: the taskset's own scoring
+    v = driver(["validate", str(rd / "iter_1" / "dataset.jsonl"), "--weakness",
+                str(rd / "iter_1" / "weakness.json")], env)
+    assert v.returncode == 0 and "reasoning earns full reward" in v.stdout, v.stdout + v.stderr[-2000:]

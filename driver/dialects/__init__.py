@@ -67,10 +67,6 @@ def for_version(version: str, source: str) -> str:
         f"yourself, set {VERSION_VAR} to a version inside a window.")
 
 
-def names() -> tuple[str, ...]:
-    return tuple(WINDOWS)
-
-
 def get(name: str):
     from driver.dialects.classic import ClassicDialect
     from driver.dialects.current import CurrentDialect

@@ -63,6 +63,7 @@ class ClassicDialect(ClassicLayout):
     selection_env = SELECTION_ENV
     env_kind = "environment"   # hub envs load with vf.load_environment
     forks_checkpoints = False     # arms resume from copies of iter_0's trees (arm.prestage)
+    eval_view = None   # eval rows are classic rollout rows: evaluation's own numeric view
     separate_final_eval = False   # the run's own eval at max_steps is the measurement
 
     # ---- configs -----------------------------------------------------------------------------
