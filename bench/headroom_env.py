@@ -14,6 +14,9 @@ Train rows (`kind`):
                  running stock stays below 100: targeted, with the contrast a teacher's bucket
                  floors keep (a student shown only three-digit totals can learn "always write a
                  hundreds digit" instead of when to)
+  "mix_wide"     60% fresh problems with operands up to 100 (at least one above 50: the
+                 verifier's documented domain beyond the train split's range) and 40% fresh
+                 train-range ones; none in any hub split
 
 Eval rows (`eval_kind`):
   "validation"   the hub's validation split (operands up to 50, as the train split)
@@ -51,10 +54,13 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
         want_three = None   # any structure
         if kind.endswith("three_digit"):
             want_three = "mix" not in kind or rng.random() < MIX_SHARE
+        wide = kind == "mix_wide" and rng.random() < MIX_SHARE
         while True:
-            p = generate_problem(rng, family.MAX_OPERAND)
+            p = generate_problem(rng, 100 if wide else family.MAX_OPERAND)
             key = normalized_problem(p)
             if key in seen or (kind == "hard" and len(family.features(p, False, False)) < 3):
+                continue
+            if wide and max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= 50:
                 continue
             if want_three is None or (max(family.running(p)) >= 100) == want_three:
                 break

@@ -17,7 +17,9 @@ any split): 200 train-range problems whose running stock reaches 100 (the plante
 `--sweep` runs the anchor alone under each of a fixed list of RL settings (temperature, lr,
 KL, group size, steps) and prints one row per setting: how far iter_0's GRPO moves greedy
 accuracy from the student it starts from. Every other flag (`--temperature`, `--lr`, `--group`,
-`--batch`, `--kl`, `--updates`) sets every arm's rollouts and optimiser.
+`--batch`, `--kl`, `--updates`, `--no-scale`, `--length-norm`, `--optimizer`, `--filter`,
+`--refills`) sets every arm's rollouts and optimiser; `--anchor-kind` trains the anchor on any
+arm's rows instead of the hub's (what RL on those rows does to the student itself).
 
 Accuracy is printed on both eval sets, validation split by whether a problem's running stock
 reaches 100 (read from the problem, never from a completion), each with its Wilson 95%
@@ -56,6 +58,8 @@ interval = {max_steps}
 [orchestrator]
 batch_size = {batch}
 rollouts_per_example = {group}
+[orchestrator.buffer]
+online_difficulty_filtering = {filtering}
 [orchestrator.train.sampling]
 max_completion_tokens = 96
 temperature = {temperature}
@@ -86,6 +90,9 @@ updates_per_batch = {updates}
 seed = {seed}
 scale_advantages = {scale}
 freeze_embeddings = {freeze}
+length_normalization = "{length_norm}"
+optimizer = "{optimizer}"
+max_refills = {refills}
 """
 
 # The sweep: one anchor per row, each changing one or two settings from the first.
@@ -194,7 +201,9 @@ def settings(a, **over) -> dict:
     s = {"temperature": a.temperature, "lr": a.lr, "group": a.group, "batch": a.batch,
          "kl": a.kl, "updates": a.updates, "seed": a.seed,
          "scale": "false" if a.no_scale else "true",
-         "freeze": "true" if a.freeze_embeddings else "false"}
+         "freeze": "true" if a.freeze_embeddings else "false",
+         "length_norm": a.length_norm, "optimizer": a.optimizer,
+         "filtering": "true" if a.filter else "false", "refills": a.refills}
     s.update({k: v for k, v in over.items() if k in s})
     return s
 
@@ -221,6 +230,8 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="student directory or builtin:tiny-char-qwen2?... "
                     "recipe (default: the prebuilt student)")
     ap.add_argument("--anchor-only", action="store_true", help="stop after the anchor")
+    ap.add_argument("--anchor-kind", default="hub",
+                    help="the rows the anchor trains on (default hub, what iter_0 is; any arm kind)")
     ap.add_argument("--sweep", action="store_true", help="run the fixed sweep of anchor settings")
     ap.add_argument("--steps", type=int, default=30, help="GRPO steps per arm (default 30, the driver's)")
     ap.add_argument("--anchor-steps", type=int, default=None, help="the anchor's steps (default --steps)")
@@ -235,6 +246,15 @@ def main() -> None:
                     help="leave the (tied) token embeddings out of the RL update")
     ap.add_argument("--no-scale", action="store_true",
                     help="advantages r - mean, not divided by the group's std (Dr. GRPO)")
+    ap.add_argument("--length-norm", choices=("response", "constant"), default="response",
+                    help="each response's loss over its own tokens (seed 003) or over the "
+                    "generation limit (Dr. GRPO; no length bias)")
+    ap.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw",
+                    help="adamw (prime-rl's) or sgd with momentum 0.9 (give it a larger --lr)")
+    ap.add_argument("--filter", action="store_true",
+                    help="prime-rl's online difficulty filtering: groups all right or all wrong "
+                    "leave the batch and further draws fill it (up to --refills)")
+    ap.add_argument("--refills", type=int, default=3, help="further draws per step with --filter")
     ap.add_argument("--arms", default="hub,fresh,hard,fresh*3",
                     help="comma-separated arms after the anchor: hub, fresh, hard, three_digit, "
                     "plain, plain_three_digit; kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
@@ -250,10 +270,10 @@ def main() -> None:
         s = settings(a)
         print(f"student {getattr(model, 'name', model)}; anchor {anchor_steps} steps, {a.steps} per arm; "
               f"{s}; eval: validation split and 200 fresh wide problems, greedy", flush=True)
-        anchor = train(work / "anchor", model, "hub", s, anchor_steps, None)
+        anchor = train(work / "anchor", model, a.anchor_kind, s, anchor_steps, None)
         print(HEADER)
         print(line("student (no RL)", anchor["before"], None, None))
-        print(line("anchor (hub train)", anchor["correct"], anchor["before"], anchor), flush=True)
+        print(line(f"anchor ({a.anchor_kind})", anchor["correct"], anchor["before"], anchor), flush=True)
         arms = [] if a.anchor_only else [x.strip() for x in a.arms.split(",") if x.strip()]
         for arm in arms:
             kind, _, mult = arm.partition("*")

@@ -88,10 +88,16 @@ class EvalConfig(Strict):
     skip_eval_on_resume: bool = True
 
 
+class BufferConfig(Strict):
+    """prime-rl's classic [orchestrator.buffer]; the embedded trainer has its one filter."""
+    online_difficulty_filtering: bool = False   # drop groups whose mean reward is 0.0 or 1.0
+
+
 class OrchestratorConfig(Strict):
     batch_size: int = Field(128, ge=1)
     rollouts_per_example: int = Field(1, ge=1)
     seq_len: int | None = None
+    buffer: BufferConfig = BufferConfig()
     train: TrainConfig = TrainConfig()
     eval: EvalConfig | None = None
 
@@ -126,6 +132,17 @@ class EmbeddedConfig(Strict):
     advantage: Literal["grpo", "gar"] = "grpo"
     scale_advantages: bool = True        # divide by the group's std (seed 003); false: Dr. GRPO
     freeze_embeddings: bool = False      # leave the (tied) token embeddings out of the update
+    # "response": each response's loss is the mean over its own tokens (seed 003); "constant":
+    # the sum over its tokens divided by the generation limit (Dr. GRPO), no length bias
+    length_normalization: Literal["response", "constant"] = "response"
+    # "adamw" (prime-rl's); "sgd": plain SGD with momentum (trainer.optim.betas1), which moves
+    # each weight in proportion to its gradient instead of normalising every weight's step
+    optimizer: Literal["adamw", "sgd"] = "adamw"
+    # with [orchestrator.buffer] online_difficulty_filtering, how many more draws of a step's
+    # prompt count a step may sample to fill its batch with groups that carry a gradient
+    # (prime-rl's orchestrator keeps sampling; a bound keeps an all-solved dataset from
+    # stalling a step, which then trains on the groups it found)
+    max_refills: int = Field(3, ge=0)
     gar: GarConfig = GarConfig()
     seed: int = 0
     clip_epsilon: float = Field(0.2, gt=0, lt=1)

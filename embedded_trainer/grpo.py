@@ -28,14 +28,21 @@ def group_advantages(rewards: torch.Tensor, scale: bool = True) -> tuple[torch.T
 
 
 def clipped_surrogate(new_logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-                      mask: torch.Tensor, eps: float) -> torch.Tensor:
+                      mask: torch.Tensor, eps: float, length_norm: float | None = None) -> torch.Tensor:
     """-min(rho*A, clip(rho, 1-eps, 1+eps)*A) with rho = exp(new - old), averaged over each
-    response's tokens, then over the group's responses. new/old/mask [G, T], adv [G]."""
+    response's tokens, then over the group's responses. new/old/mask [G, T], adv [G].
+
+    `length_norm` replaces each response's own token count by one constant (Dr. GRPO's choice,
+    with the generation limit as the constant): under a per-response mean, a token shared by a
+    group's short wrong answer and its long right ones gets a net push of A_wrong/L_short +
+    sum(A_right)/L_long, which is not zero, so the correct steps before a slip that shortened
+    the answer are pushed down; under a constant every token weighs the same."""
     ratio = torch.exp(new_logp - old_logp)
     a = adv[:, None]
     per_token = -torch.minimum(ratio * a, ratio.clamp(1 - eps, 1 + eps) * a)
     m = mask.to(per_token.dtype)
-    per_response = (per_token * m).sum(1) / m.sum(1).clamp(min=1)
+    denom = m.sum(1).clamp(min=1) if length_norm is None else float(length_norm)
+    per_response = (per_token * m).sum(1) / denom
     return per_response.mean()
 
 

@@ -26,6 +26,10 @@ Where it departs from textbook GRPO (DeepSeekMath's), and why:
 - A zero-variance group gets exactly zero advantage and, without KL, costs no backward pass.
 - Two updates per rollout batch on disjoint shuffled minibatches (`updates_per_batch`), not
   several epochs over the whole batch.
+- `[orchestrator.buffer] online_difficulty_filtering` (prime-rl's classic key) refills a step
+  with bounded, seeded extra draws instead of an asynchronous buffer (`sample_step`).
+- `[embedded] length_normalization = "constant"` and `optimizer = "sgd"` exist for the benches
+  that test them (bench/rl_headroom.py); the defaults are seed 003's and prime-rl's.
 - Each prompt's KV cache is computed once and shared by its group, in sampling and in the
   update (exact: the tests compare with a full forward, logits and gradients).
 - Everything random is a function of (seed, purpose, step), so an interrupted run resumed
@@ -222,8 +226,12 @@ def setup(cfg: cfgmod.RLConfig) -> Setup:
     if emb.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     o = cfg.trainer.optim
-    opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay,
-                            betas=(o.betas1, o.betas2))
+    if emb.optimizer == "sgd":
+        opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.betas1,
+                              weight_decay=o.weight_decay)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay,
+                                betas=(o.betas1, o.betas2))
 
     start = 0
     if resume is not None:
@@ -235,7 +243,8 @@ def setup(cfg: cfgmod.RLConfig) -> Setup:
         # load_state_dict restores the saved run's hyperparameters too; the config in hand
         # decides them (as prime-rl's scheduler does on resume), so re-apply it
         for g in opt.param_groups:
-            g.update(lr=o.lr, weight_decay=o.weight_decay, betas=(o.betas1, o.betas2))
+            g.update(lr=o.lr, weight_decay=o.weight_decay,
+                     **({"momentum": o.betas1} if emb.optimizer == "sgd" else {"betas": (o.betas1, o.betas2)}))
         log(f"resumed from step {start}")
     if start >= cfg.max_steps:
         raise TrainerError(f"nothing to train: the run is at step {start} and max_steps is "
@@ -275,6 +284,62 @@ def prompt_ids(run: Setup, env_i: int, idx: int) -> list[int]:
                 f"max_completion_tokens {run.max_new} it exceeds seq_len {run.seq_len}")
         run.prompt_cache[key] = ids
     return run.prompt_cache[key]
+
+
+def step_picks(run: Setup, step: int, draw_i: int) -> list[tuple[int, int]]:
+    """(env index, row index) of one draw of a step's prompts. Draw 0 is each env's share from
+    its seeded stream; a refill draw k > 0 (online difficulty filtering) is a seeded sample of
+    the same size keyed on (step, k), so a resumed run draws exactly what a continuous one did."""
+    picks = []
+    for env_i, (block, count) in enumerate(zip(run.train_blocks, run.per_env)):
+        if count:
+            n_rows, name = len(run.train_rows[env_i]), env_name(block)
+            idxs = (draw(n_rows, run.cfg.embedded.seed, name, (step - 1) * count, count) if draw_i == 0
+                    else draw(n_rows, run.cfg.embedded.seed, f"{name}|refill|{step}|{draw_i}", 0, count))
+            picks += [(env_i, i) for i in idxs]
+    return picks
+
+
+def sample_step(run: Setup, step: int, gen) -> tuple:
+    """Sections 2 and 3 of a step: draw prompts, sample a group for each, score it.
+
+    With prime-rl's `[orchestrator.buffer] online_difficulty_filtering`, a group whose mean
+    reward is 0.0 or 1.0 (no gradient) is left out of the batch and up to `embedded.max_refills`
+    further draws fill its place, so the update sees as many live groups as the batch holds.
+    Returns the batch (Scored), its rows, its picks, and the rollout rows of the groups left
+    out (is_filtered, advantage 0), which still go on disk: the teacher reads every failure."""
+    from embedded_trainer.rollouts import Scored, rollout_row, sample_and_score
+
+    emb, group = run.cfg.embedded, run.group
+    filtering = run.cfg.orchestrator.buffer.online_difficulty_filtering
+    want = sum(run.per_env)
+    parts, kept, batch_picks, dropped = [], [], [], []
+    for draw_i in range(1 + (emb.max_refills if filtering else 0)):
+        picks = step_picks(run, step, draw_i)
+        rows = [run.train_rows[e][i] for e, i in picks]
+        got = sample_and_score(run.model, run.tok, [prompt_ids(run, e, i) for e, i in picks],
+                               [run.train_envs[e] for e, _ in picks], rows, group, run.max_new,
+                               run.temperature, gen)
+        keep = []
+        for p_i, pick in enumerate(picks):
+            mean = sum(sc["reward"] for sc in got.scores[p_i * group:(p_i + 1) * group]) / group
+            reason = ("online_difficulty" if filtering and mean in (0.0, 1.0) else
+                      "batch_full" if len(batch_picks) >= want else None)
+            if reason is None:
+                keep.append(p_i)
+                batch_picks.append(pick)
+                continue
+            for k in range(p_i * group, (p_i + 1) * group):
+                row = rollout_row(rows[p_i], got.texts[k], got.truncated[k], got.scores[k],
+                                  env_name(run.train_blocks[pick[0]]), 0.0, got.gen_ms_per_rollout)
+                row.update(filters={reason: True}, is_filtered=True)
+                dropped.append(row)
+        parts.append(got)
+        kept.append(keep)
+        if len(batch_picks) >= want:
+            break
+    batch = Scored.join(parts, kept, group)
+    return batch, [run.train_rows[e][i] for e, i in batch_picks], batch_picks, dropped
 
 
 def evaluate(run: Setup, step: int) -> None:
@@ -322,7 +387,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
     import torch
 
     from embedded_trainer import grpo
-    from embedded_trainer.rollouts import rollout_row, sample_and_score
+    from embedded_trainer.rollouts import rollout_row
 
     # ---- 1. setup: environments, the student, its anchor, the optimiser, a resume -----------
     quiet_libraries()
@@ -333,24 +398,17 @@ def run(cfg: cfgmod.RLConfig) -> None:
                           (r.start > 0 and not cfg.orchestrator.eval.skip_eval_on_resume)):
         evaluate(r, r.start)
     ckpt_interval = cfg.ckpt.interval if cfg.ckpt and cfg.ckpt.interval else None
+    filtering = cfg.orchestrator.buffer.online_difficulty_filtering
 
     for step in range(r.start + 1, cfg.max_steps + 1):
         t_step = time.perf_counter()
         gen = torch.Generator(device=device).manual_seed(hash_seed(emb.seed, "train", step))
 
         # ---- 2. prompts: each env's share of the step, from its seeded stream ---------------
-        picks = []
-        for env_i, (block, count) in enumerate(zip(r.train_blocks, r.per_env)):
-            if count:
-                idxs = draw(len(r.train_rows[env_i]), emb.seed, env_name(block), (step - 1) * count, count)
-                picks += [(env_i, i) for i in idxs]
-        prompts = [prompt_ids(r, e, i) for e, i in picks]
-        rows = [r.train_rows[e][i] for e, i in picks]
-
         # ---- 3. rollouts: a group per prompt (behaviour log-probs kept), each env's rubric --
         model.eval()
-        got = sample_and_score(model, tok, prompts, [r.train_envs[e] for e, _ in picks], rows,
-                               group, r.max_new, r.temperature, gen)
+        batch, rows, picks, dropped = sample_step(r, step, gen)
+        got, prompts = batch, [prompt_ids(r, e, i) for e, i in picks]
         rewards = torch.tensor([sc["reward"] for sc in got.scores]).view(len(prompts), group)
 
         # ---- 4. advantages: group-relative (GRPO), or a grader's tiers (GAR) ----------------
@@ -370,7 +428,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
             for k, row in enumerate(out_rows):
                 rec = gar_records[k // group]
                 row["gar"] = {**rec["candidates"][k % group], "fallback_reason": rec["fallback_reason"]}
-        write_jsonl(LAYOUT.train_file(r.out, step), out_rows)
+        write_jsonl(LAYOUT.train_file(r.out, step), out_rows + dropped)
 
         # ---- 6. clipped-surrogate updates over shuffled minibatches of groups --------------
         t0 = time.perf_counter()
@@ -379,7 +437,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
             hash_seed(emb.seed, "minibatches", step))).tolist()
         chunks = [order[i::emb.updates_per_batch] for i in range(emb.updates_per_batch)]
         mask = grpo.completion_mask(got.lengths, got.tokens.shape[1])
-        losses, kls = [], []
+        losses, kls, grad_norms = [], [], []
         for chunk in chunks:
             if not chunk:
                 continue
@@ -390,8 +448,9 @@ def run(cfg: cfgmod.RLConfig) -> None:
                 rs = slice(p_i * group, (p_i + 1) * group)
                 logits = grpo.shared_prefix_logits(model, prompts[p_i], got.tokens[rs])
                 new_logp = grpo.token_logprobs(logits, got.tokens[rs], r.temperature)
-                loss = grpo.clipped_surrogate(new_logp, got.logps[rs].to(device), adv[p_i].to(device),
-                                              mask[rs].to(device), emb.clip_epsilon)
+                loss = grpo.clipped_surrogate(
+                    new_logp, got.logps[rs].to(device), adv[p_i].to(device), mask[rs].to(device),
+                    emb.clip_epsilon, r.max_new if emb.length_normalization == "constant" else None)
                 if r.anchor is not None:
                     with torch.no_grad():
                         ref = grpo.shared_prefix_logits(r.anchor, prompts[p_i], got.tokens[rs])
@@ -401,7 +460,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
                     kls.append(kl.item())
                 (loss / len(chunk)).backward()   # mean over the minibatch's prompts
                 losses.append(loss.item())
-            torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_norm)
+            grad_norms.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), o.max_norm)))
             r.opt.step()
         t_update = time.perf_counter() - t0
 
@@ -413,10 +472,14 @@ def run(cfg: cfgmod.RLConfig) -> None:
             hacks = sum(c["hack"] == "confirmed" for x in gar_records for c in x["candidates"])
             log(f"step {step} gar: {fallbacks}/{len(gar_records)} groups fell back to zero, "
                 f"{hacks} confirmed hacks")
-        log(f"step {step}/{cfg.max_steps} reward {float(rewards.mean()):.4f} zero-variance groups "
+        # reward: over every rollout the step sampled (filtered groups too), what the student scores
+        sampled = [float(x) for x in rewards.view(-1)] + [x["reward"] for x in dropped]
+        log(f"step {step}/{cfg.max_steps} reward {sum(sampled) / max(1, len(sampled)):.4f} zero-variance groups "
             f"{int(constant.sum())}/{len(prompts)} truncated {sum(got.truncated)}/{len(got.truncated)} "
-            f"loss {sum(losses) / max(1, len(losses)):.5f}"
+            + (f"filtered {len(dropped) // group} " if filtering else "")
+            + f"loss {sum(losses) / max(1, len(losses)):.5f}"
             + (f" kl {sum(kls) / len(kls):.5f}" if kls else "")
+            + f" grad_norm {max(grad_norms, default=0.0):.4f}"
             + f" | gen {got.gen_s:.2f}s score {got.score_s:.2f}s update {t_update:.2f}s "
             f"total {time.perf_counter() - t_step:.2f}s")
         if (ckpt_interval and step % ckpt_interval == 0) or step == cfg.max_steps:

@@ -153,6 +153,10 @@ def test_surrogate_averages_tokens_then_responses():
     adv = torch.tensor([1.0, 3.0], dtype=torch.float64)
     # each response's mean over its own tokens is -A; then the mean over responses
     assert grpo.clipped_surrogate(new, new, adv, mask, 0.2).item() == pytest.approx(-2.0)
+    # a constant normaliser (Dr. GRPO): sums over tokens / 3, so the long response weighs 3x:
+    # (-1 * 1 / 3 + -3 * 3 / 3) / 2
+    assert grpo.clipped_surrogate(new, new, adv, mask, 0.2, length_norm=3).item() == \
+        pytest.approx((-1 / 3 - 3.0) / 2)
 
 
 def test_exact_kl_matches_torch_kl_div_in_float64():
@@ -350,6 +354,51 @@ def test_interrupted_and_resumed_equals_continuous(tmp_path, kl):
     pa = json.loads((cont / "run_default/checkpoints/step_4/orchestrator/progress.json").read_text())
     pb = json.loads((part / "run_default/checkpoints/step_4/orchestrator/progress.json").read_text())
     assert pa == pb
+
+
+def test_online_difficulty_filtering_fills_the_batch_with_live_groups_and_resumes_exactly(tmp_path):
+    # under the bench-only update variants too (SGD, Dr. GRPO's constant normaliser), whose
+    # optimiser state must survive the resume as AdamW's does
+    flags = ("--orchestrator.buffer.online-difficulty-filtering", "--embedded.max-refills", "2",
+             "--embedded.optimizer", "sgd", "--trainer.optim.lr", "0.05",
+             "--embedded.length-normalization", "constant")
+    cont, part = tmp_path / "continuous", tmp_path / "resumed"
+    both = [start_trainer(tmp_path, cont, *flags, max_steps=4),
+            start_trainer(tmp_path, part, *flags, max_steps=2)]
+    for r in map(finish, both):
+        assert r.returncode == 0, r.stderr[-3000:]
+    r = run_trainer(tmp_path, part, *flags, "--ckpt.resume-step", "2", max_steps=4)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = "run_default/rollouts"
+    refilled = 0
+    for s in range(1, 5):
+        got = rows(cont / rd / f"step_{s}" / "train_rollouts.jsonl")
+        groups: dict = {}
+        for x in got:
+            groups.setdefault((x["example_id"], x["is_filtered"]), []).append(x)
+        batch = {k: g for k, g in groups.items() if not k[1]}
+        dropped = {k: g for k, g in groups.items() if k[1]}
+        # every group in the batch carries a gradient; every group left out had none (or came
+        # after the batch was full), and says so
+        assert all(len({x["reward"] for x in g}) > 1 for g in batch.values())
+        for g in dropped.values():
+            (reason,) = g[0]["filters"]
+            assert reason == "batch_full" or len({x["reward"] for x in g}) == 1
+            assert all(x["advantage"] == 0.0 for x in g)
+        assert len(batch) <= 32 // 4
+        refilled += len(batch) + len(dropped) > 32 // 4   # a refill draw was sampled
+        if s >= 3:   # the refill draws are a function of the step: a resume samples the same
+            other = rows(part / rd / f"step_{s}" / "train_rollouts.jsonl")
+            assert [(x["example_id"], x["completion"], x["is_filtered"]) for x in got] == \
+                [(x["example_id"], x["completion"], x["is_filtered"]) for x in other]
+    assert refilled, "no step drew more prompts, so the refill path was never exercised"
+    assert "filtered " in r.stdout
+    a = torch.load(cont / "checkpoints" / "step_4" / "trainer" / "state.pt", weights_only=True)
+    b = torch.load(part / "checkpoints" / "step_4" / "trainer" / "state.pt", weights_only=True)
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["optimizer"]["param_groups"][0]["momentum"] == 0.9      # it was SGD
+    w0 = torch.load(cont / "checkpoints" / "step_2" / "trainer" / "state.pt", weights_only=True)
+    assert any(not torch.equal(w0["model"][k], a["model"][k]) for k in a["model"])
 
 
 def test_refusals_name_the_problem(tmp_path, monkeypatch, capsys):

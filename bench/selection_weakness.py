@@ -1,0 +1,96 @@
+"""Can GRPO fix a weakness of *selection* (a habit the student has beside the right way) faster
+than one of capability? Builds a variant of the demo student with a planted habit, then runs
+bench/rl_headroom.py on it.
+
+    python bench/selection_weakness.py [--slip-share 0.5] [--sft-steps 150] [-- RL_HEADROOM_FLAGS]
+
+The variant: the prebuilt demo student, SFT'd `--sft-steps` more steps (batch 32, peak lr
+`--sft-lr`) on a fresh warm-start stream (35% of its problems reach a stock of 100) in which
+`--slip-share` of the reference completions forget the carry into the hundreds the first time
+the stock reaches 100 (112 is written 12, and the chain goes on from 12). The student then
+knows both ways; RL should only have to choose. No problem of any hub split is in the stream
+(warm_start_corpus excludes them); the bench measures on validation and fresh sets only.
+
+Flags after `--` go to rl_headroom.py (default: the anchor alone on 60%-three-digit rows with
+online difficulty filtering, temperature 0.7, lr 1e-4).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_FLAGS = ["--anchor-only", "--anchor-kind", "mix_three_digit", "--temperature", "0.7",
+                 "--lr", "1e-4", "--filter"]
+
+
+def slipped_completion(problem: dict) -> str:
+    """The worked chain with the hundreds carry forgotten at the first stock of 100 or more."""
+    stock, parts, slipped = problem["initial"], [str(problem["initial"])], False
+    for sign, values in (("+", problem["deliveries"]), ("-", problem["withdrawals"])):
+        for v in values:
+            stock = stock + v if sign == "+" else stock - v
+            if not slipped and stock >= 100:
+                stock, slipped = stock % 100, True
+            parts.append(f"{sign}{v}={stock}")
+    return "<think>" + " ".join(parts) + "</think>" + json.dumps({"final_stock": stock})
+
+
+def build(out: Path, steps: int, slip_share: float, lr: float, seed: int) -> int:
+    import torch
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    from embedded_trainer import recipe
+    from stock_arithmetic.warm_start import reaches_three_digits, warm_start_corpus
+
+    src = sorted(p.parent for p in recipe.PREBUILT.glob("*/DONE"))[0]
+    tok = PreTrainedTokenizerFast.from_pretrained(src)
+    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    rows = warm_start_corpus(steps * 32, seed=seed, three_digit_share=0.35, wide_share=0.3,
+                             mixed_share=0.6)
+    rng, slipped = random.Random(f"slip|{seed}"), 0
+    for r in rows:
+        if reaches_three_digits(r["info"]["problem"]) and rng.random() < slip_share:
+            r["info"]["reference_completion"] = slipped_completion(r["info"]["problem"])
+            slipped += 1
+    torch.set_num_threads(2)
+    spec = dict(recipe.DEFAULTS, sft_steps=steps, sft_lr=lr, corpus="stream", seed=seed)
+    recipe.sft(model, recipe.sft_examples(rows, tok), spec)
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    shutil.copy(src / recipe.MARKER, out / recipe.MARKER)   # the tokenizer class marker
+    return slipped
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    rest = argv[argv.index("--") + 1:] if "--" in argv else DEFAULT_FLAGS
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--slip-share", type=float, default=0.5,
+                    help="share of three-digit reference completions that forget the carry")
+    ap.add_argument("--sft-steps", type=int, default=150, help="SFT steps on the slipped stream")
+    ap.add_argument("--sft-lr", type=float, default=1e-3, help="peak SFT learning rate")
+    ap.add_argument("--seed", type=int, default=11)
+    a = ap.parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="selection-weakness-"))
+    try:
+        slipped = build(work / "student", a.sft_steps, a.slip_share, a.sft_lr, a.seed)
+        print(f"variant: the demo student + {a.sft_steps} SFT steps on {a.sft_steps * 32} fresh rows, "
+              f"{slipped} of them with the hundreds carry forgotten", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
+                        str(work / "student"), *rest], check=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
