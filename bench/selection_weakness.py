@@ -5,7 +5,8 @@ bench/rl_headroom.py on it.
     python bench/selection_weakness.py [--slip-share 0.5] [--sft-steps 150] [-- RL_HEADROOM_FLAGS]
 
 The variant: the prebuilt demo student, SFT'd `--sft-steps` more steps (batch 32, peak lr
-`--sft-lr`) on a fresh warm-start stream (35% of its problems reach a stock of 100) in which
+`--sft-lr`) on a fresh warm-start stream (`--three-digit-share`, default 35%, of its problems
+reach a stock of 100; `--wide-share`, default 30%, have operands up to 100) in which
 `--slip-share` of the reference completions forget the carry into the hundreds the first time
 the stock reaches 100 (112 is written 12, and the chain goes on from 12). The student then
 knows both ways; RL should only have to choose. No problem of any hub split is in the stream
@@ -44,7 +45,8 @@ def slipped_completion(problem: dict) -> str:
     return "<think>" + " ".join(parts) + "</think>" + json.dumps({"final_stock": stock})
 
 
-def build(out: Path, steps: int, slip_share: float, lr: float, seed: int) -> int:
+def build(out: Path, steps: int, slip_share: float, lr: float, seed: int,
+          three_digit_share: float, wide_share: float) -> int:
     import torch
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
@@ -54,8 +56,8 @@ def build(out: Path, steps: int, slip_share: float, lr: float, seed: int) -> int
     src = sorted(p.parent for p in recipe.PREBUILT.glob("*/DONE"))[0]
     tok = PreTrainedTokenizerFast.from_pretrained(src)
     model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
-    rows = warm_start_corpus(steps * 32, seed=seed, three_digit_share=0.35, wide_share=0.3,
-                             mixed_share=0.6)
+    rows = warm_start_corpus(steps * 32, seed=seed, three_digit_share=three_digit_share,
+                             wide_share=wide_share, mixed_share=0.6)
     rng, slipped = random.Random(f"slip|{seed}"), 0
     for r in rows:
         if reaches_three_digits(r["info"]["problem"]) and rng.random() < slip_share:
@@ -80,10 +82,15 @@ def main() -> None:
     ap.add_argument("--sft-steps", type=int, default=150, help="SFT steps on the slipped stream")
     ap.add_argument("--sft-lr", type=float, default=1e-3, help="peak SFT learning rate")
     ap.add_argument("--seed", type=int, default=11)
+    ap.add_argument("--three-digit-share", type=float, default=0.35,
+                    help="share of the stream whose stock reaches 100 (negative: the natural share)")
+    ap.add_argument("--wide-share", type=float, default=0.3,
+                    help="share of the stream with operands up to 100")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="selection-weakness-"))
     try:
-        slipped = build(work / "student", a.sft_steps, a.slip_share, a.sft_lr, a.seed)
+        slipped = build(work / "student", a.sft_steps, a.slip_share, a.sft_lr, a.seed,
+                        a.three_digit_share, a.wide_share)
         print(f"variant: the demo student + {a.sft_steps} SFT steps on {a.sft_steps * 32} fresh rows, "
               f"{slipped} of them with the hundreds carry forgotten", flush=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
