@@ -328,15 +328,23 @@ def test_layout_row_fields_learning_signal_and_split_hygiene(tmp_path):
     assert "eval step 4 parity_toy: mean reward" in r.stdout
 
 
-@pytest.mark.parametrize("kl", [0.0, 0.05])
-def test_interrupted_and_resumed_equals_continuous(tmp_path, kl):
+# the second case runs the bench-only variants too (online difficulty filtering with refills,
+# SGD, Dr. GRPO's constant normaliser) with the KL term: their draws and optimiser state must
+# survive a resume exactly as the defaults' do
+FILTERED = ("--orchestrator.buffer.online-difficulty-filtering", "--embedded.max-refills", "2",
+            "--embedded.optimizer", "sgd", "--trainer.optim.lr", "0.05",
+            "--embedded.length-normalization", "constant")
+
+
+@pytest.mark.parametrize("kl, flags", [(0.0, ()), (0.05, FILTERED)], ids=["adamw", "filtered-sgd-kl"])
+def test_interrupted_and_resumed_equals_continuous(tmp_path, kl, flags):
     cont, part = tmp_path / "continuous", tmp_path / "resumed"
     # one thread each (TOY_CONFIG), so the two can share the cores without changing results
-    both = [start_trainer(tmp_path, cont, max_steps=4, kl=kl),
-            start_trainer(tmp_path, part, max_steps=2, kl=kl)]   # "interrupted" after step 2
+    both = [start_trainer(tmp_path, cont, *flags, max_steps=4, kl=kl),
+            start_trainer(tmp_path, part, *flags, max_steps=2, kl=kl)]   # "interrupted" after step 2
     for r in map(finish, both):
         assert r.returncode == 0, r.stderr[-3000:]
-    r = run_trainer(tmp_path, part, "--ckpt.resume-step", "2", max_steps=4, kl=kl)
+    r = run_trainer(tmp_path, part, *flags, "--ckpt.resume-step", "2", max_steps=4, kl=kl)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "resumed from step 2" in r.stdout
     a = torch.load(cont / "checkpoints" / "step_4" / "trainer" / "state.pt", weights_only=True)
@@ -345,60 +353,41 @@ def test_interrupted_and_resumed_equals_continuous(tmp_path, kl):
     sa, sb = a["optimizer"]["state"], b["optimizer"]["state"]
     assert sa.keys() == sb.keys()
     assert all(torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i])
+    assert ("momentum" in a["optimizer"]["param_groups"][0]) == bool(flags)   # SGD when asked
     rd = "run_default/rollouts"
-    for s in (3, 4):  # the same rollouts consumed, sampled identically
+    for s in (3, 4):  # the same rollouts consumed, sampled identically (refill draws included)
         ra = rows(cont / rd / f"step_{s}" / "train_rollouts.jsonl")
         rb = rows(part / rd / f"step_{s}" / "train_rollouts.jsonl")
         assert [x["example_id"] for x in ra] == [x["example_id"] for x in rb]
         assert [x["completion"] for x in ra] == [x["completion"] for x in rb]
+        assert [x["is_filtered"] for x in ra] == [x["is_filtered"] for x in rb]
     pa = json.loads((cont / "run_default/checkpoints/step_4/orchestrator/progress.json").read_text())
     pb = json.loads((part / "run_default/checkpoints/step_4/orchestrator/progress.json").read_text())
     assert pa == pb
+    if flags:
+        check_filtered_batches(cont / rd, steps=4, prompts=32 // 4)
+        assert "filtered " in r.stdout
 
 
-def test_online_difficulty_filtering_fills_the_batch_with_live_groups_and_resumes_exactly(tmp_path):
-    # under the bench-only update variants too (SGD, Dr. GRPO's constant normaliser), whose
-    # optimiser state must survive the resume as AdamW's does
-    flags = ("--orchestrator.buffer.online-difficulty-filtering", "--embedded.max-refills", "2",
-             "--embedded.optimizer", "sgd", "--trainer.optim.lr", "0.05",
-             "--embedded.length-normalization", "constant")
-    cont, part = tmp_path / "continuous", tmp_path / "resumed"
-    both = [start_trainer(tmp_path, cont, *flags, max_steps=4),
-            start_trainer(tmp_path, part, *flags, max_steps=2)]
-    for r in map(finish, both):
-        assert r.returncode == 0, r.stderr[-3000:]
-    r = run_trainer(tmp_path, part, *flags, "--ckpt.resume-step", "2", max_steps=4)
-    assert r.returncode == 0, r.stderr[-3000:]
-    rd = "run_default/rollouts"
+def check_filtered_batches(rollouts: Path, steps: int, prompts: int) -> None:
+    """Online difficulty filtering: every group in a step's batch carries a gradient; every
+    group left out had none (or came after the batch was full) and says so, with advantage 0;
+    and some step sampled a refill draw."""
     refilled = 0
-    for s in range(1, 5):
-        got = rows(cont / rd / f"step_{s}" / "train_rollouts.jsonl")
-        groups: dict = {}
-        for x in got:
-            groups.setdefault((x["example_id"], x["is_filtered"]), []).append(x)
-        batch = {k: g for k, g in groups.items() if not k[1]}
-        dropped = {k: g for k, g in groups.items() if k[1]}
-        # every group in the batch carries a gradient; every group left out had none (or came
-        # after the batch was full), and says so
-        assert all(len({x["reward"] for x in g}) > 1 for g in batch.values())
-        for g in dropped.values():
+    for s in range(1, steps + 1):
+        got = rows(rollouts / f"step_{s}" / "train_rollouts.jsonl")
+        groups = [got[i:i + 4] for i in range(0, len(got), 4)]   # written a group at a time
+        assert all(len({(x["example_id"], x["is_filtered"]) for x in g}) == 1 for g in groups)
+        batch = [g for g in groups if not g[0]["is_filtered"]]
+        dropped = [g for g in groups if g[0]["is_filtered"]]
+        assert all(len({x["reward"] for x in g}) > 1 for g in batch)
+        for g in dropped:
             (reason,) = g[0]["filters"]
             assert reason == "batch_full" or len({x["reward"] for x in g}) == 1
             assert all(x["advantage"] == 0.0 for x in g)
-        assert len(batch) <= 32 // 4
-        refilled += len(batch) + len(dropped) > 32 // 4   # a refill draw was sampled
-        if s >= 3:   # the refill draws are a function of the step: a resume samples the same
-            other = rows(part / rd / f"step_{s}" / "train_rollouts.jsonl")
-            assert [(x["example_id"], x["completion"], x["is_filtered"]) for x in got] == \
-                [(x["example_id"], x["completion"], x["is_filtered"]) for x in other]
+        assert len(batch) <= prompts
+        refilled += len(batch) + len(dropped) > prompts
     assert refilled, "no step drew more prompts, so the refill path was never exercised"
-    assert "filtered " in r.stdout
-    a = torch.load(cont / "checkpoints" / "step_4" / "trainer" / "state.pt", weights_only=True)
-    b = torch.load(part / "checkpoints" / "step_4" / "trainer" / "state.pt", weights_only=True)
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    assert a["optimizer"]["param_groups"][0]["momentum"] == 0.9      # it was SGD
-    w0 = torch.load(cont / "checkpoints" / "step_2" / "trainer" / "state.pt", weights_only=True)
-    assert any(not torch.equal(w0["model"][k], a["model"][k]) for k in a["model"])
 
 
 def test_refusals_name_the_problem(tmp_path, monkeypatch, capsys):

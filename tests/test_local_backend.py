@@ -21,6 +21,9 @@ def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     env.pop("DRIVER_RL_COMMAND")
     r = driver(["run", "--backend", "local", "--model", MODEL, "--max-iters", "2",
                 "--steps-per-run", "2", "--eval-examples", "24", "--runs-dir", str(runs),
+                # this model writes to the limit; a short one keeps the controls' whole-split
+                # evals (2 x 200 greedy rollouts each) from dominating the suite
+                "--max-completion-tokens", "24",
                 # this 20-step model rarely solves anything: the probe runs for real, but
                 # must not send the dataset back
                 "--probe-prompts", "8", "--probe-min-live", "0", "--seed", "5"], env)
