@@ -44,7 +44,12 @@ def held_keys() -> set:
     return {normalized_problem(r["info"]["problem"]) for rows in build_splits(0).values() for r in rows}
 
 
-MIX_SHARE = 0.6   # three-digit share of the mix kinds
+MIX_SHARE = 0.6   # three-digit (or wide) share of the mix kinds
+
+
+def has_wide_operand(p: dict) -> bool:
+    """An operand above the train split's 50: the test split's OOD100 shape."""
+    return max(p["initial"], *p["deliveries"], *p["withdrawals"]) > 50
 
 
 def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
@@ -60,7 +65,7 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
             key = normalized_problem(p)
             if key in seen or (kind == "hard" and len(family.features(p, False, False)) < 3):
                 continue
-            if wide and max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= 50:
+            if wide and not has_wide_operand(p):
                 continue
             if want_three is None or (max(family.running(p)) >= 100) == want_three:
                 break
@@ -85,7 +90,7 @@ def probe_rows(kind: str, n: int = 200, seed: int = 7) -> list[dict]:
         key = normalized_problem(p)
         if key in seen:
             continue
-        if kind == "wide" and max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= 50:
+        if kind == "wide" and not has_wide_operand(p):
             continue
         if kind == "three" and max(family.running(p)) < 100:
             continue

@@ -158,10 +158,18 @@ def train(out: Path, model, kind: str, s: dict, max_steps: int, resume: int | No
                         "--output-dir", str(out)], capture_output=True, text=True, env=env, cwd=ROOT)
     if r.returncode != 0:
         sys.exit(f"{out.name}: trainer failed\n{r.stderr[-2000:]}")
-    train_r = [float(line.split()[3]) for line in r.stdout.splitlines() if line.startswith("step ")]
+    steps = [line.split() for line in r.stdout.splitlines() if line.startswith("step ")]
+    train_r = [float(w[3]) for w in steps]
+    # "zero-variance groups Z/P" and, with --filter, "filtered F": live groups trained per step,
+    # and groups sampled but left out as all right or all wrong
+    live = [int(w[w.index("groups") + 1].split("/")[1]) - int(w[w.index("groups") + 1].split("/")[0])
+            for w in steps]
+    filtered = [int(w[w.index("filtered") + 1]) for w in steps if "filtered" in w]
     before = read_eval(LAYOUT.eval_file(out, 0)) if resume is None else None
     return {"correct": read_eval(LAYOUT.eval_file(out, max_steps)), "before": before,
             "train_reward_first5": sum(train_r[:5]) / 5, "train_reward_last5": sum(train_r[-5:]) / 5,
+            "live_per_step": sum(live) / max(1, len(live)),
+            "filtered_per_step": sum(filtered) / len(filtered) if filtered else None,
             "seconds": time.time() - t0}
 
 
@@ -193,7 +201,10 @@ def line(label: str, res: dict, ref: dict | None, r: dict | None) -> str:
     if ref is not None:
         out += "".join(f"  {lift(ref[k], c[k]):>34}" for k in ("val", "three", "wide"))
     if r is not None:
-        out += f"  {r['train_reward_first5']:.3f} -> {r['train_reward_last5']:.3f} ({r['seconds']:.0f} s)"
+        out += (f"  {r['train_reward_first5']:.3f} -> {r['train_reward_last5']:.3f} "
+                f"(live {r['live_per_step']:.1f}/step"
+                + (f", filtered {r['filtered_per_step']:.1f}/step" if r["filtered_per_step"] is not None else "")
+                + f"; {r['seconds']:.0f} s)")
     return out
 
 

@@ -53,7 +53,9 @@ def build(out: Path, steps: int, slip_share: float, lr: float, seed: int,
     from embedded_trainer import recipe
     from stock_arithmetic.warm_start import reaches_three_digits, warm_start_corpus
 
-    src = sorted(p.parent for p in recipe.PREBUILT.glob("*/DONE"))[0]
+    from rl_headroom import default_model
+
+    src = default_model()
     tok = PreTrainedTokenizerFast.from_pretrained(src)
     model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
     rows = warm_start_corpus(steps * 32, seed=seed, three_digit_share=three_digit_share,

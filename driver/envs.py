@@ -17,6 +17,7 @@ from pathlib import Path
 from driver import faults, resources, tasksets, worker
 from driver.gates import decontam
 from driver.errors import DriverError
+from generators.core import module_name
 
 BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
 CLASSIC = "environment"      # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
@@ -147,11 +148,6 @@ def answer_format_instruction(system_prompt: str) -> str:
     """The sentences of the system prompt that state the answer format."""
     sentences = re.split(r"(?<=[.!?])\s+", system_prompt.strip())
     return " ".join(s for s in sentences if _FORMAT_WORDS.search(s)).strip()
-
-
-def module_name(env_id: str) -> str:
-    """verifiers' own rule: dashes to underscores, owner prefix dropped."""
-    return env_id.split("/")[-1].split("@")[0].replace("-", "_")
 
 
 def _run_py(python: str, script: str, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:

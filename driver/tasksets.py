@@ -9,7 +9,6 @@ when the taskset has one. Eval tasks are only counted and fingerprinted, never p
 """
 from __future__ import annotations
 
-
 from driver.gates import accuracy, decontam
 
 KIND = "taskset"

@@ -152,14 +152,18 @@ class Worker:
 _WORKERS: dict[tuple[str, bool, bool, str], Worker | None] = {}
 
 
+def _key(python: str, torch: bool, v1: bool) -> tuple[str, bool, bool, str]:
+    # a worker's sys.path was fixed when it started: another PYTHONPATH needs another worker
+    return (python, torch, v1, os.environ.get("PYTHONPATH", ""))
+
+
 def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
     """`python`'s worker (with torch and transformers loaded too when `torch`, verifiers v1
     when `v1`), started on first call; its imports run in the background until the first
     request waits for them."""
     if not hasattr(os, "fork") or os.environ.get("DRIVER_NO_WORKER"):
         return None
-    # a worker's sys.path was fixed when it started: another PYTHONPATH needs another worker
-    key = (python, torch, v1, os.environ.get("PYTHONPATH", ""))
+    key = _key(python, torch, v1)
     w = _WORKERS.get(key)
     if w is not None and w.alive():
         return w
@@ -183,7 +187,7 @@ def run_py(python: str, script: str, args: list[str], timeout: float = 600,
         try:
             return w.run(script, args, timeout, cwd=cwd, env=env)
         except OSError:   # the worker did not start, or died mid-request: the old way
-            _WORKERS.pop((python, torch, v1, os.environ.get("PYTHONPATH", "")), None)
+            _WORKERS.pop(_key(python, torch, v1), None)
     return subprocess.run([python, "-c", script, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
 

@@ -226,12 +226,9 @@ def setup(cfg: cfgmod.RLConfig) -> Setup:
     if emb.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)
     o = cfg.trainer.optim
-    if emb.optimizer == "sgd":
-        opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.betas1,
-                              weight_decay=o.weight_decay)
-    else:
-        opt = torch.optim.AdamW(model.parameters(), lr=o.lr, weight_decay=o.weight_decay,
-                                betas=(o.betas1, o.betas2))
+    optimizer, hyper = ((torch.optim.SGD, {"momentum": o.betas1}) if emb.optimizer == "sgd" else
+                        (torch.optim.AdamW, {"betas": (o.betas1, o.betas2)}))
+    opt = optimizer(model.parameters(), lr=o.lr, weight_decay=o.weight_decay, **hyper)
 
     start = 0
     if resume is not None:
@@ -243,8 +240,7 @@ def setup(cfg: cfgmod.RLConfig) -> Setup:
         # load_state_dict restores the saved run's hyperparameters too; the config in hand
         # decides them (as prime-rl's scheduler does on resume), so re-apply it
         for g in opt.param_groups:
-            g.update(lr=o.lr, weight_decay=o.weight_decay,
-                     **({"momentum": o.betas1} if emb.optimizer == "sgd" else {"betas": (o.betas1, o.betas2)}))
+            g.update(lr=o.lr, weight_decay=o.weight_decay, **hyper)
         log(f"resumed from step {start}")
     if start >= cfg.max_steps:
         raise TrainerError(f"nothing to train: the run is at step {start} and max_steps is "
@@ -306,8 +302,8 @@ def sample_step(run: Setup, step: int, gen) -> tuple:
     With prime-rl's `[orchestrator.buffer] online_difficulty_filtering`, a group whose mean
     reward is 0.0 or 1.0 (no gradient) is left out of the batch and up to `embedded.max_refills`
     further draws fill its place, so the update sees as many live groups as the batch holds.
-    Returns the batch (Scored), its rows, its picks, and the rollout rows of the groups left
-    out (is_filtered, advantage 0), which still go on disk: the teacher reads every failure."""
+    Returns the batch (Scored), its picks, and the rollout rows of the groups left out
+    (is_filtered, advantage 0), which still go on disk: the teacher reads every failure."""
     from embedded_trainer.rollouts import Scored, rollout_row, sample_and_score
 
     emb, group = run.cfg.embedded, run.group
@@ -338,8 +334,7 @@ def sample_step(run: Setup, step: int, gen) -> tuple:
         kept.append(keep)
         if len(batch_picks) >= want:
             break
-    batch = Scored.join(parts, kept, group)
-    return batch, [run.train_rows[e][i] for e, i in batch_picks], batch_picks, dropped
+    return Scored.join(parts, kept, group), batch_picks, dropped
 
 
 def evaluate(run: Setup, step: int) -> None:
@@ -407,8 +402,8 @@ def run(cfg: cfgmod.RLConfig) -> None:
         # ---- 2. prompts: each env's share of the step, from its seeded stream ---------------
         # ---- 3. rollouts: a group per prompt (behaviour log-probs kept), each env's rubric --
         model.eval()
-        batch, rows, picks, dropped = sample_step(r, step, gen)
-        got, prompts = batch, [prompt_ids(r, e, i) for e, i in picks]
+        got, picks, dropped = sample_step(r, step, gen)
+        prompts, rows = [prompt_ids(r, e, i) for e, i in picks], [r.train_rows[e][i] for e, i in picks]
         rewards = torch.tensor([sc["reward"] for sc in got.scores]).view(len(prompts), group)
 
         # ---- 4. advantages: group-relative (GRPO), or a grader's tiers (GAR) ----------------

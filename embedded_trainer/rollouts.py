@@ -162,21 +162,18 @@ class Scored:
 
     @staticmethod
     def join(parts: list["Scored"], groups: list[list[int]], group: int) -> "Scored":
-        """The chosen prompt groups of several batches as one batch, in the order given
-        (groups[i]: the prompt indices kept from parts[i]); tokens right-padded to one width."""
-        ks = [(part, p * group + j) for part, keep in zip(parts, groups) for p in keep
-              for j in range(group)]
-        width = max([1] + [part.tokens.shape[1] for part, _ in ks])
-        tokens = torch.zeros((len(ks), width), dtype=torch.long)
-        logps = torch.zeros((len(ks), width), dtype=torch.float32)
-        for i, (part, k) in enumerate(ks):
-            tokens[i, :part.tokens.shape[1]] = part.tokens[k]
-            logps[i, :part.logps.shape[1]] = part.logps[k]
-        return Scored(tokens, torch.stack([part.lengths[k] for part, k in ks]) if ks else
-                      torch.zeros(0, dtype=torch.long), logps,
-                      [part.truncated[k] for part, k in ks], [part.texts[k] for part, k in ks],
-                      [part.scores[k] for part, k in ks], sum(x.gen_s for x in parts),
-                      sum(x.score_s for x in parts))
+        """The chosen prompt groups of batches sampled with one generation limit (so one token
+        width) as one batch, in the order given (groups[i]: the prompts kept from parts[i])."""
+        rows = [torch.tensor([p * group + j for p in keep for j in range(group)], dtype=torch.long)
+                for keep in groups]
+        pick = [(part, ix.tolist()) for part, ix in zip(parts, rows)]
+        return Scored(torch.cat([part.tokens[ix] for part, ix in zip(parts, rows)]),
+                      torch.cat([part.lengths[ix] for part, ix in zip(parts, rows)]),
+                      torch.cat([part.logps[ix] for part, ix in zip(parts, rows)]),
+                      [part.truncated[k] for part, ks in pick for k in ks],
+                      [part.texts[k] for part, ks in pick for k in ks],
+                      [part.scores[k] for part, ks in pick for k in ks],
+                      sum(x.gen_s for x in parts), sum(x.score_s for x in parts))
 
 
 def sample_and_score(model, tok, prompts: list[list[int]], envs: list, rows: list[dict], group: int,

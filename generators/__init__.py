@@ -8,9 +8,9 @@ The row schema and every gate line are defined once, in driver.gates.rules; `dri
 --help` prints them. Each row is {question, answer, info: {domain, sub_domain, difficulty,
 structural_features, source, reasoning, reasoning_depth, ...}}.
 """
-from generators.core import RowWriter, clone_key, cold_read, round_trip, seeded_rng
+from generators.core import RowWriter, clone_key, cold_read, module_name, round_trip, seeded_rng
 
-__all__ = ["FAMILIES", "RowWriter", "clone_key", "cold_read", "family_of", "round_trip",
+__all__ = ["FAMILIES", "RowWriter", "clone_key", "cold_read", "family_of", "module_name", "round_trip",
            "seeded_rng"]
 
 # hub env module -> its family generator (a module with BUCKETS, FEATURE_DEFINITIONS,
@@ -22,4 +22,4 @@ FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
 
 def family_of(hub: dict) -> str:
     """The hub env's module name, the key of FAMILIES."""
-    return hub.get("env_id", "").split("/")[-1].replace("-", "_")
+    return module_name(hub.get("env_id", ""))

@@ -119,6 +119,12 @@ def round_trip(env_id: str, rows: list[dict], per_template: int = 5, env_args: d
                 f"{bad} to the template's own reasoning (expected {ceiling}). Fix the template.")
 
 
+def module_name(env_id: str) -> str:
+    """An env id's Python module, by verifiers' own rule: owner prefix and @version dropped,
+    dashes to underscores."""
+    return env_id.split("/")[-1].split("@")[0].replace("-", "_")
+
+
 def _classic_scorer(env_id: str, env_args: dict | None):
     """(score, ceiling) with the classic env's rubric, or None where there is no classic form
     (verifiers >= 0.4, or a module without load_environment: a v1 taskset)."""
@@ -126,8 +132,8 @@ def _classic_scorer(env_id: str, env_args: dict | None):
 
     import verifiers as vf
 
-    module = env_id.split("/")[-1].split("@")[0].replace("-", "_")
-    if not hasattr(vf, "SingleTurnEnv") or not hasattr(importlib.import_module(module), "load_environment"):
+    if not hasattr(vf, "SingleTurnEnv") or not hasattr(importlib.import_module(module_name(env_id)),
+                                                       "load_environment"):
         return None
     from verifiers.types import State
 

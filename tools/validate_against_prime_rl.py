@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -133,8 +134,6 @@ def main() -> int:
     a = ap.parse_args()
     d = get("current")
     results, differ = [], 0
-    import os
-
     with tempfile.TemporaryDirectory() as t:
         todo, roots = run_cases(a.run_dir) if a.run_dir else (cases(Path(t)), [])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(roots)}
