@@ -172,6 +172,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lr", type=float,
                    help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (default by "
                         f"backend: {_defaults_help('lr')}; None leaves the trainer's own default)")
+    r.add_argument("--difficulty-filter", action="store_true", default=None,
+                   help="online difficulty filtering in every arm the driver renders: a group whose "
+                        "rollouts all score the same (mean reward 0 or 1) carries no GRPO signal, so "
+                        "it leaves the batch and the step is refilled with other prompts. Classic "
+                        "prime-rl: [orchestrator.buffer] online_difficulty_filtering = true; current "
+                        "prime-rl filters zero-advantage groups by default (filter_zero_advantages). "
+                        "A canonical --base-config keeps its own setting for iter_0 (default: off)")
     r.add_argument("--eval-examples", type=positive_int,
                    help=f"hub eval examples per evaluation (default: {_default('eval_examples')})")
     r.add_argument("--init-from", help="a prior run directory to reuse as iter_0 (skips training it)")
@@ -335,6 +342,7 @@ def cmd_run(a) -> int:
             batch_size=a.batch_size, rollouts_per_example=a.rollouts_per_example,
             steps_per_run=a.steps_per_run, eval_examples=a.eval_examples,
             max_completion_tokens=a.max_completion_tokens, temperature=a.temperature, lr=a.lr,
+            difficulty_filter=a.difficulty_filter,
             init_from=str(Path(a.init_from).resolve()) if a.init_from else None,
             teacher=a.teacher, seed=a.seed, prime_rl_dir=a.prime_rl_dir, env_args=a.env_args,
             teacher_retries=a.teacher_retries, llm=_llm_config(a),

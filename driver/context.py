@@ -46,7 +46,7 @@ class Ctx:
                      rollouts_per_example=s.rollouts_per_example,
                      steps_per_run=s.steps_per_run, eval_examples=s.eval_examples,
                      train_max_tokens=s.max_completion_tokens, train_temperature=s.temperature, lr=s.lr,
-                     eval_max_tokens=s.max_completion_tokens,
+                     difficulty_filter=s.difficulty_filter, eval_max_tokens=s.max_completion_tokens,
                      wandb_project=f"synthetic-self-improve-rl-{s.dataset}")
 
     @property

@@ -33,6 +33,8 @@ RUN_DEFAULTS: dict = {
     "probe_prompts": 32,
     "probe_min_live": 0.1,
     "seed": 0,
+    # prime-rl classic's [orchestrator.buffer] online_difficulty_filtering: off, as there
+    "difficulty_filter": False,
 }
 
 MIN_PROMPTS_PER_STEP = 16   # GRPO compares within groups; fewer prompts a step is mostly noise

@@ -141,6 +141,11 @@ class RunState(BaseModel):
                                description="train rollout sampling temperature (prime-rl's default 1.0)")
     lr: float | None = Field(None, gt=0, lt=1,
                              description="[trainer.optim] lr of every arm; None: the trainer's default")
+    difficulty_filter: bool = Field(
+        RUN_DEFAULTS["difficulty_filter"],
+        description="every arm drops groups whose rollouts all score the same (mean reward 0 or 1) "
+                    "and refills its batch: classic [orchestrator.buffer] online_difficulty_filtering, "
+                    "current [orchestrator.train] filter_zero_advantages (already its default)")
     init_from: str | None = None
     backend: Backend
     teacher: Teacher = RUN_DEFAULTS["teacher"]

@@ -13,6 +13,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOUBLE = ROOT / "tests" / "trainer_double.py"
 FAST = ["--steps-per-run", "3", "--batch-size", "256", "--eval-examples", "200"]
+# the trainer double's cache of loaded env rows, one per test process (trainer_double.load_rows)
+ROW_CACHE: Path | None = None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _double_row_cache(tmp_path_factory):
+    global ROW_CACHE
+    ROW_CACHE = tmp_path_factory.mktemp("double-row-cache")
+    yield
 
 
 def driver_env(tmp_path: Path, **extra) -> dict:
@@ -23,6 +32,8 @@ def driver_env(tmp_path: Path, **extra) -> dict:
         "DOUBLE_LAUNCH_LOG": str(tmp_path / "launches.jsonl"),
         "PYTHONUNBUFFERED": "1",
     })
+    if ROW_CACHE is not None:
+        env["DOUBLE_ROW_CACHE"] = str(ROW_CACHE)
     env.update({k: str(v) for k, v in extra.items()})
     return env
 

@@ -32,6 +32,15 @@ def _taskset(block):
     return block["env"]["taskset"]
 
 
+def test_difficulty_filtering_is_said_explicitly_and_otherwise_left_to_the_default():
+    import dataclasses
+    plain = tomllib.loads(D.render_base(HUB, KNOBS))
+    assert "filter_zero_advantages" not in plain["orchestrator"]["train"]   # prime-rl's default: on
+    on = tomllib.loads(D.render_base(HUB, dataclasses.replace(KNOBS, difficulty_filter=True)))
+    assert on["orchestrator"]["train"]["filter_zero_advantages"] is True
+    assert current_schema.unknown_keys(on) == []
+
+
 def test_base_and_overlay_compose_into_the_intended_iter0(tmp_path):
     (tmp_path / "base.toml").write_text(D.render_base(HUB, KNOBS))
     (tmp_path / "overlay.toml").write_text(D.render_eval_overlay(HUB, KNOBS))

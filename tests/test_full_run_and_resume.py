@@ -133,7 +133,10 @@ def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path)
     run_dir = run_dir_from(r.stdout)
     killed = 1
     for point in KILL_POINTS[1:]:
-        r = driver(["resume", str(run_dir)], driver_env(tmp_path, DRIVER_FAULT_KILL_AT=point))
+        # a trainer left running by a killed driver must still be running when the resumed
+        # driver polls it ("train:poll"), so the arms launched just before a kill take a while
+        slow = {"DOUBLE_STEP_SECONDS": "2"} if point == "train:after-launch" else {}
+        r = driver(["resume", str(run_dir)], driver_env(tmp_path, DRIVER_FAULT_KILL_AT=point, **slow))
         assert r.returncode == -signal.SIGKILL, f"never reached {point}: {r.stderr[-2000:]}"
         killed += 1
     r = driver(["resume", str(run_dir)], driver_env(tmp_path))

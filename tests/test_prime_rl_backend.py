@@ -124,6 +124,24 @@ def test_a_hub_with_a_selection_split_is_evaluated_on_both_splits_in_one_launch(
     assert [e.get("name") for e in overlay["orchestrator"]["eval"]["env"]] == [None, D.selection_env]
 
 
+def test_difficulty_filtering_renders_the_classic_buffer_key_that_the_embedded_trainer_reads(tmp_path):
+    from embedded_trainer import config as embedded_config
+    for on in (False, True):
+        knobs = dataclasses.replace(KNOBS, difficulty_filter=on)
+        texts = {"base": D.render_base(HUB, knobs),
+                 "run": D.render_run(arm="iter_1", purpose="p", hub=HUB, knobs=knobs,
+                                     train_envs=[D.train_env_block("x_iter_1")], resume_step=100)}
+        for name, text in texts.items():
+            cfg = tomllib.loads(text)
+            assert classic_schema.unknown_keys(cfg) == [], name
+            got = cfg["orchestrator"].get("buffer", {}).get("online_difficulty_filtering", False)
+            assert got is on, (name, text)
+            path = tmp_path / f"{name}-{on}.toml"
+            path.write_text(text)
+            loaded = embedded_config.load(["@", str(path)])
+            assert loaded.orchestrator.buffer.online_difficulty_filtering is on
+
+
 def test_composition_of_base_overlay_and_flags_gives_the_intended_iter0(tmp_path):
     (tmp_path / "base.toml").write_text(D.render_base(HUB, KNOBS))
     (tmp_path / "overlay.toml").write_text(D.render_eval_overlay(HUB, KNOBS))

@@ -42,17 +42,19 @@ def test_budget_ends_the_loop_at_the_gate(tmp_path, runs):
 
 def test_max_iters_ends_the_loop_exactly(tmp_path, runs):
     r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), "--temperature", "0.5",
-                "--lr", "2e-5", *FAST], driver_env(tmp_path))
+                "--lr", "2e-5", "--difficulty-filter", *FAST], driver_env(tmp_path))
     assert r.returncode == 0, r.stderr
     rd = run_dir_from(r.stdout)
     state = json.loads((rd / "run.json").read_text())
     assert state["status"] == "max_iters_reached"
-    # the sampling temperature and lr reach every arm's config, iter_0's base included
+    # the sampling temperature, lr and filtering reach every arm's config, iter_0's base included
     import tomllib
     for cfg in (rd / "iter_0" / "base_rl.toml", rd / "iter_1" / "rl.toml"):
         t = tomllib.loads(cfg.read_text())
         assert t["orchestrator"]["train"]["sampling"]["temperature"] == 0.5, cfg
         assert t["trainer"]["optim"]["lr"] == 2e-5, cfg
+        assert t["orchestrator"]["buffer"]["online_difficulty_filtering"] is True, cfg
+    assert state["difficulty_filter"] is True
     for bad in (["--temperature", "0"], ["--lr", "3"]):
         b = driver(["run", "--runs-dir", str(runs / "bad"), *bad, *FAST], driver_env(tmp_path))
         assert b.returncode == 2 and bad[0] in b.stderr and not (runs / "bad").exists()

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer_double import frac
+from trainer_double import cached_load, frac
 
 from driver.dialects import current_schema
 
@@ -40,18 +40,22 @@ def fail(msg: str) -> int:
 
 
 def tasks_of(source: dict) -> list[dict]:
-    from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
-
     taskset = dict(source["env"]["taskset"])
     tid = taskset.pop("id")
-    cls = taskset_class(tid)
-    out = []
-    for task in cls(taskset_config_type(tid)(id=tid, **taskset)):
-        d = task.data
-        out.append({"key": task.key, "hash": task.hash, "prompt": d.prompt,
-                    "answer": getattr(d, "answer", None), "info": getattr(d, "info", None),
-                    "type": type(task).__name__})
-    return out
+
+    def load() -> list[dict]:
+        from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+
+        cls = taskset_class(tid)
+        out = []
+        for task in cls(taskset_config_type(tid)(id=tid, **taskset)):
+            d = task.data
+            out.append({"key": task.key, "hash": task.hash, "prompt": d.prompt,
+                        "answer": getattr(d, "answer", None), "info": getattr(d, "info", None),
+                        "type": type(task).__name__})
+        return out
+
+    return cached_load(tid, ["taskset", taskset], load)
 
 
 def episode(task: dict, env_id: str, env_name: str, work: str, step: int, ok: bool) -> dict:

@@ -33,6 +33,7 @@ class Knobs:
     eval_max_tokens: int = 1024
     train_temperature: float = 1.0
     lr: float | None = None           # None: the trainer's own default
+    difficulty_filter: bool = False   # drop groups whose rollouts all score the same
     wandb_project: str = "synthetic-self-improve-rl"
 
 
@@ -98,7 +99,8 @@ class ClassicDialect(ClassicLayout):
             max_steps=knobs.steps_per_run, seq_len=knobs.seq_len, model=knobs.model,
             batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
             train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
-            lr=knobs.lr, train_env=self.train_env_block(hub["env_id"], hub.get("env_args")))
+            lr=knobs.lr, difficulty_filter=knobs.difficulty_filter,
+            train_env=self.train_env_block(hub["env_id"], hub.get("env_args")))
 
     def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
         return resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
@@ -120,7 +122,7 @@ class ClassicDialect(ClassicLayout):
             ckpt_interval=knobs.steps_per_run, resume_step=resume_step,
             batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
             train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
-            lr=knobs.lr, train_envs=train_envs,
+            lr=knobs.lr, difficulty_filter=knobs.difficulty_filter, train_envs=train_envs,
             eval_max_tokens=knobs.eval_max_tokens, eval_envs=self.eval_env_blocks(hub, knobs))
 
     def train_blocks(self, cfg: dict) -> list[dict]:

@@ -110,6 +110,8 @@ class CurrentDialect(CurrentLayout):
                      "trainer": {}, "inference": {}}
         if knobs.lr is not None:
             cfg["trainer"] = {"optim": {"lr": knobs.lr}}
+        if knobs.difficulty_filter:   # current prime-rl's default already; said explicitly
+            cfg["orchestrator"]["train"]["filter_zero_advantages"] = True
         return cfg
 
     # ---- configs -----------------------------------------------------------------------------

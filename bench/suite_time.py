@@ -1,0 +1,112 @@
+"""Is the test suite slower than it was at an earlier commit? Runs the README's test command
+(`python -m pytest`, the main suite) in a clean clone of REV with its own virtual environment
+(the README's install command) and then in this working tree, back to back on the same machine,
+and prints both wall times and, for the tests both trees have, the sum of their durations side
+by side with the ratio. On a shared machine a suite's wall time drifts by minutes over a day, so
+only a peer run in the same hour says whether a change made the suite slower.
+
+    python bench/suite_time.py --against 215f240          # about 30 minutes on 2 cores
+    python bench/suite_time.py --junit REF.xml HEAD.xml   # compare two finished runs only
+
+The working tree's run uses the interpreter this script runs under (its venv must already have
+the README's install); REV's clone gets a venv of its own under the scratch directory.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+INSTALL = ["-e", ".[test,embedded]", "-e", "environments/stock_arithmetic",
+           "-e", "environments/model_router"]
+
+
+def durations(junit: Path) -> dict[str, float]:
+    """Test id -> seconds (call + setup + teardown, as pytest's junit records them)."""
+    out: dict[str, float] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        out[f"{case.get('classname')}::{case.get('name')}"] = float(case.get("time") or 0)
+    return out
+
+
+def run_suite(tree: Path, python: str, junit: Path) -> float:
+    t0 = time.time()
+    print(f"[{tree}] python -m pytest (junit: {junit})", flush=True)
+    r = subprocess.run([python, "-m", "pytest", f"--junitxml={junit}"], cwd=tree,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wall = time.time() - t0
+    tail = r.stdout.strip().splitlines()[-1:] or ["(no output)"]
+    print(f"[{tree}] exit {r.returncode} in {wall:.0f} s: {tail[0]}", flush=True)
+    if r.returncode != 0:
+        sys.exit(f"the suite failed in {tree}; its output:\n{r.stdout[-4000:]}")
+    return wall
+
+
+def prepare_clone(rev: str, scratch: Path) -> tuple[Path, str]:
+    clone = scratch / f"ref-{rev}"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "-q", rev], cwd=clone, check=True)
+    subprocess.run([sys.executable, "-m", "venv", str(clone / ".venv")], check=True)
+    python = str(clone / ".venv" / "bin" / "python")
+    t0 = time.time()
+    subprocess.run([python, "-m", "pip", "install", "-q", *INSTALL], cwd=clone, check=True)
+    print(f"[{clone}] installed in {time.time() - t0:.0f} s", flush=True)
+    return clone, python
+
+
+def report(ref: dict[str, float], head: dict[str, float], walls: tuple[float, float] | None,
+           labels: tuple[str, str]) -> None:
+    common = sorted(set(ref) & set(head))
+    r_sum, h_sum = sum(ref[t] for t in common), sum(head[t] for t in common)
+    print(f"{'':34s}{labels[0]:>14s}{labels[1]:>14s}   ratio")
+    if walls:
+        print(f"{'wall time of the main suite (s)':34s}{walls[0]:14.0f}{walls[1]:14.0f}   {walls[1] / walls[0]:.2f}")
+    print(f"{'tests':34s}{len(ref):14d}{len(head):14d}")
+    print(f"{'sum of all test durations (s)':34s}{sum(ref.values()):14.0f}{sum(head.values()):14.0f}"
+          f"   {sum(head.values()) / max(sum(ref.values()), 1e-9):.2f}")
+    print(f"{f'the {len(common)} tests both have (s)':34s}{r_sum:14.0f}{h_sum:14.0f}   {h_sum / max(r_sum, 1e-9):.2f}")
+    only = collections.Counter({t: head[t] for t in set(head) - set(ref)})
+    print(f"{'tests only in ' + labels[1] + ' (s)':34s}{'':14s}{sum(only.values()):14.0f}")
+    files = collections.Counter()
+    for t in common:
+        files[t.split("::")[0]] += head[t] - ref[t]
+    print("the files whose common tests changed most (seconds, " + labels[1] + " - " + labels[0] + "):")
+    for f, d in sorted(files.items(), key=lambda kv: -abs(kv[1]))[:6]:
+        print(f"  {d:+7.1f}  {f}")
+    print("the slowest tests only in " + labels[1] + ":")
+    for t, s in only.most_common(6):
+        print(f"  {s:7.1f}  {t}")
+    print("durations are per test as pytest-xdist records them (two workers share the cores, so "
+          "a test's seconds include its neighbour's load); the wall times are the ones to compare.")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--against", metavar="REV", help="the earlier commit to run the suite at")
+    ap.add_argument("--junit", nargs=2, metavar=("REF", "HEAD"), type=Path,
+                    help="two finished runs' junit files: compare them without running anything")
+    ap.add_argument("--scratch", type=Path, help="where REV's clone goes (default: a temp dir)")
+    a = ap.parse_args()
+    if a.junit:
+        report(durations(a.junit[0]), durations(a.junit[1]), None, ("REF", "HEAD"))
+        return 0
+    if not a.against:
+        ap.error("give --against REV or --junit REF.xml HEAD.xml")
+    scratch = a.scratch or Path(tempfile.mkdtemp(prefix="suite-time-"))
+    clone, python = prepare_clone(a.against, scratch)
+    ref_wall = run_suite(clone, python, scratch / "ref.xml")
+    head_wall = run_suite(ROOT, sys.executable, scratch / "head.xml")
+    report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_wall, head_wall),
+           (a.against[:10], "working tree"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
