@@ -50,12 +50,16 @@ def run_suite(tree: Path, python: str, junit: Path) -> float:
 
 def prepare_clone(rev: str, scratch: Path) -> tuple[Path, str]:
     clone = scratch / f"ref-{rev}"
+    python = str(clone / ".venv" / "bin" / "python")
+    if (clone / ".venv" / "installed").exists():   # a clone an earlier call of this bench made
+        print(f"[{clone}] reusing the clone and its venv", flush=True)
+        return clone, python
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "checkout", "-q", rev], cwd=clone, check=True)
     subprocess.run([sys.executable, "-m", "venv", str(clone / ".venv")], check=True)
-    python = str(clone / ".venv" / "bin" / "python")
     t0 = time.time()
     subprocess.run([python, "-m", "pip", "install", "-q", *INSTALL], cwd=clone, check=True)
+    (clone / ".venv" / "installed").write_text(rev + "\n")
     print(f"[{clone}] installed in {time.time() - t0:.0f} s", flush=True)
     return clone, python
 
@@ -92,7 +96,8 @@ def main() -> int:
     ap.add_argument("--against", metavar="REV", help="the earlier commit to run the suite at")
     ap.add_argument("--junit", nargs=2, metavar=("REF", "HEAD"), type=Path,
                     help="two finished runs' junit files: compare them without running anything")
-    ap.add_argument("--scratch", type=Path, help="where REV's clone goes (default: a temp dir)")
+    ap.add_argument("--scratch", type=Path, help="where REV's clone goes (default: a temp dir); "
+                    "a clone this bench made there before is reused")
     a = ap.parse_args()
     if a.junit:
         report(durations(a.junit[0]), durations(a.junit[1]), None, ("REF", "HEAD"))
