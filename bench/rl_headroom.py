@@ -162,8 +162,8 @@ def train(out: Path, model, kind: str, s: dict, max_steps: int, resume: int | No
     train_r = [float(w[3]) for w in steps]
     # "zero-variance groups Z/P" and, with --filter, "filtered F": live groups trained per step,
     # and groups sampled but left out as all right or all wrong
-    live = [int(w[w.index("groups") + 1].split("/")[1]) - int(w[w.index("groups") + 1].split("/")[0])
-            for w in steps]
+    zero_of = [w[w.index("groups") + 1].split("/") for w in steps]
+    live = [int(of) - int(zero) for zero, of in zero_of]
     filtered = [int(w[w.index("filtered") + 1]) for w in steps if "filtered" in w]
     before = read_eval(LAYOUT.eval_file(out, 0)) if resume is None else None
     return {"correct": read_eval(LAYOUT.eval_file(out, max_steps)), "before": before,

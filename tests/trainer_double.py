@@ -79,11 +79,10 @@ def cached_load(env_id: str, key: list, load) -> list:
         if path.exists():
             return json.loads(path.read_text())
     rows = json.loads(json.dumps(load(), default=str))
-    if path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(rows))
-        os.replace(tmp, path)   # a launch killed mid-write leaves no torn cache entry
+    if path:   # atomic: a launch killed mid-write leaves no torn cache entry
+        from driver.state import atomic_write_text
+
+        atomic_write_text(path, json.dumps(rows))
     return rows
 
 
