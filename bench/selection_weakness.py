@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,15 +89,25 @@ def main() -> None:
                     help="share of the stream whose stock reaches 100 (negative: the natural share)")
     ap.add_argument("--wide-share", type=float, default=0.3,
                     help="share of the stream with operands up to 100")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="save the variant student here (reused, not rebuilt, when it exists)")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="selection-weakness-"))
+    student = a.keep or work / "student"
     try:
-        slipped = build(work / "student", a.sft_steps, a.slip_share, a.sft_lr, a.seed,
+        if (student / "model.safetensors").exists():
+            print(f"variant: reusing {student}", flush=True)
+            subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
+                            str(student), *rest], check=True)
+            return
+        started = time.monotonic()
+        slipped = build(student, a.sft_steps, a.slip_share, a.sft_lr, a.seed,
                         a.three_digit_share, a.wide_share)
         print(f"variant: the demo student + {a.sft_steps} SFT steps on {a.sft_steps * 32} fresh rows, "
-              f"{slipped} of them with the hundreds carry forgotten", flush=True)
+              f"{slipped} of them with the hundreds carry forgotten "
+              f"({time.monotonic() - started:.0f} s)", flush=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
-                        str(work / "student"), *rest], check=True)
+                        str(student), *rest], check=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -61,32 +61,40 @@ def render_prompt(tokenizer, messages) -> list[int]:
 @torch.no_grad()
 def sample(model, prompts: list[list[int]], group: int, max_new: int, temperature: float,
            eos_id: int, pad_id: int, generator: torch.Generator | None) -> dict:
-    """KV-cached sampling of `group` completions per prompt. Each prompt is prefilled once and
-    its cache repeated for its group. temperature 0 means greedy.
+    """KV-cached sampling of `group` completions per prompt. Each prompt is prefilled once; its
+    group's completions then share that cache (see `shares_prompt_cache`) or, for an attention
+    implementation that takes no custom mask, get a copy each. temperature 0 means greedy.
 
     Returns completion ids [N*group, T] (pad after the end), their lengths, the behaviour
     log-probs of the sampled tokens under the sampling distribution (captured here and never
     recomputed), and whether each completion hit max_new without an end token."""
     device = next(model.parameters()).device
     n, width = len(prompts), max(len(p) for p in prompts)
+    shared = group > 1 and shares_prompt_cache(model)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
-    # the attention mask for prompt and completion, filled as tokens are decoded (a view of
-    # its first columns is passed each step, so it is never copied)
-    full_mask = torch.zeros((n, width + max_new), dtype=torch.long)
+    prompt_mask = torch.zeros((n, width), dtype=torch.long)
     for i, p in enumerate(prompts):  # left padding; positions count real tokens only
         ids[i, width - len(p):] = torch.tensor(p)
-        full_mask[i, width - len(p):width] = 1
-    ids, full_mask = ids.to(device), full_mask.to(device)
-    mask = full_mask[:, :width]
-    cache = buffered_cache(model.config.num_hidden_layers, width + max_new)
-    pos = (mask.cumsum(1) - 1).clamp(min=0)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache,
+        prompt_mask[i, width - len(p):] = 1
+    ids, prompt_mask = ids.to(device), prompt_mask.to(device)
+    cache = buffered_cache(model.config.num_hidden_layers, width + (group if shared else 1) * max_new)
+    pos = (prompt_mask.cumsum(1) - 1).clamp(min=0)
+    logits = model(input_ids=ids, attention_mask=prompt_mask, position_ids=pos, cache=cache,
                    use_cache=True).logits[:, -1].float()
-    if group > 1:
+    logits = logits.repeat_interleave(group, 0)    # row i * group + j: prompt i's j-th completion
+    positions = prompt_mask.sum(1, keepdim=True)   # the first completion token's position
+    if shared:
+        # One cache row per prompt: at step t the row takes its group's `group` new tokens, and
+        # completion j attends to the prompt and to its own earlier tokens only (key slot
+        # width + group * s + j for each step s <= t). The prompt's keys are read once per
+        # step instead of once per completion: most of the bytes attention reads.
+        mask = torch.zeros((n, 1, group, width + group * max_new), dtype=torch.bool, device=device)
+        mask[..., :width] = prompt_mask.bool()[:, None, None, :]
+        own = torch.arange(group, device=device)
+    else:
         cache.batch_repeat_interleave(group)
-        full_mask = full_mask.repeat_interleave(group, 0)
-        logits = logits.repeat_interleave(group, 0)
-    positions = full_mask[:, :width].sum(1, keepdim=True)
+        mask = torch.cat([prompt_mask, prompt_mask.new_zeros((n, max_new))], 1).repeat_interleave(group, 0)
+        positions = positions.repeat_interleave(group, 0)
     rows = n * group
     tokens = torch.full((rows, max_new), pad_id, dtype=torch.long, device=device)
     logps = torch.zeros((rows, max_new), dtype=torch.float32, device=device)
@@ -106,13 +114,27 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
         done |= nxt == eos_id
         if bool(done.all()) or t == max_new - 1:
             break
-        full_mask[:, width + t] = 1
         step_in = torch.where(done, torch.full_like(nxt, pad_id), nxt)
-        logits = model(input_ids=step_in[:, None], attention_mask=full_mask[:, :width + t + 1],
-                       position_ids=positions + t, cache=cache,
-                       use_cache=True).logits[:, -1].float()
+        if shared:
+            mask[:, 0, own, width + group * t + own] = True
+            end = width + group * (t + 1)
+            logits = model(input_ids=step_in.view(n, group), attention_mask=mask[..., :end],
+                           position_ids=(positions + t).expand(n, group), cache=cache,
+                           use_cache=True).logits.reshape(rows, -1).float()
+        else:
+            mask[:, width + t] = 1
+            logits = model(input_ids=step_in[:, None], attention_mask=mask[:, :width + t + 1],
+                           position_ids=positions + t, cache=cache,
+                           use_cache=True).logits[:, -1].float()
     return {"tokens": tokens.cpu(), "lengths": lengths.cpu(), "logps": logps.cpu(),
             "truncated": (~done).cpu()}
+
+
+def shares_prompt_cache(model) -> bool:
+    """Can a group's completions share their prompt's cache? It needs an attention that takes a
+    custom boolean 4D mask as given: transformers' SDPA does (torch's own convention, True =
+    attend); eager attention adds the mask as floats, and flash attention takes none."""
+    return getattr(model.config, "_attn_implementation", None) == "sdpa"
 
 
 def decode(tokenizer, tokens: torch.Tensor, length: int, eos_id: int) -> str:
