@@ -286,6 +286,7 @@ def main() -> None:
         print(line("student (no RL)", anchor["before"], None, None))
         print(line(f"anchor ({a.anchor_kind})", anchor["correct"], anchor["before"], anchor), flush=True)
         arms = [] if a.anchor_only else [x.strip() for x in a.arms.split(",") if x.strip()]
+        got = {}
         for arm in arms:
             kind, _, mult = arm.partition("*")
             out = work / arm.replace("*", "x")
@@ -294,8 +295,12 @@ def main() -> None:
             res = train(out, model, kind, {**s, "lr": a.lr * float(mult or 1)},
                         anchor_steps + a.steps, anchor_steps)
             print(line(arm, res["correct"], anchor["correct"], res), flush=True)
+            got[arm] = res["correct"]
+        for arm in arms[1:]:   # the first arm against each other one, paired (targeted vs not)
+            print(line(f"{arms[0]} vs {arm}", got[arms[0]], got[arm], None), flush=True)
         n3 = sum(THREE_DIGIT.values())
-        print(f"(lifts: the student's for the anchor, the anchor's for every arm; >=100: the {n3} "
+        print(f"(lifts: the student's for the anchor, the anchor's for every arm, the second arm's "
+              f"for 'A vs B' lines; >=100: the {n3} "
               f"validation problems whose running stock reaches 100; <100: the other "
               f"{len(THREE_DIGIT) - n3}; three: 200 fresh train-range problems reaching 100; wide: 200 "
               "fresh problems with an operand above 50)")

@@ -110,7 +110,8 @@ def _stop_leftover(pid_file: Path) -> None:
     by pid and create time, so a recycled pid is never touched) before starting a new one."""
     try:
         rec = json.loads(pid_file.read_text())
-        leftover = SimpleNamespace(pid=int(rec["pid"]), create_time=float(rec["create_time"]))
+        leftover = SimpleNamespace(pid=int(rec["pid"]), create_time=float(rec["create_time"]),
+                                   started_since_boot=rec.get("started_since_boot"))
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         leftover = None
     if leftover is not None:
@@ -134,8 +135,9 @@ def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
                                 preexec_fn=_limit_memory, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
-            ct = psutil.Process(proc.pid).create_time()
-            pid_file.write_text(json.dumps({"pid": proc.pid, "create_time": ct}))
+            ct, since_boot = training.process_start(psutil.Process(proc.pid))
+            pid_file.write_text(json.dumps({"pid": proc.pid, "create_time": ct,
+                                            "started_since_boot": since_boot}))
         except psutil.Error:
             pass   # it already ended: nothing to stop later
         faults.point("generator:running")

@@ -95,6 +95,9 @@ class TrainerProcess(BaseModel):
     """A detached trainer: pid plus create time, so a recycled pid is never mistaken for it."""
     pid: int
     create_time: float
+    # its start as seconds since boot, which no clock adjustment moves (the identity check's
+    # key; absent in records written before it existed, which compare create_time)
+    started_since_boot: float | None = None
     output_dir: str
     config_paths: list[str]
     launched_ts: float

@@ -37,17 +37,34 @@ def launch(backend: Backend, args: list[str], output_dir: Path, log: Path) -> Tr
     proc = subprocess.Popen(cmd, cwd=backend.cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
-    create_time = psutil.Process(proc.pid).create_time()
-    return TrainerProcess(pid=proc.pid, create_time=create_time, output_dir=str(output_dir),
+    create_time, since_boot = process_start(psutil.Process(proc.pid))
+    return TrainerProcess(pid=proc.pid, create_time=create_time, started_since_boot=since_boot,
+                          output_dir=str(output_dir),
                           config_paths=[a for a in args if a.endswith(".toml")],
                           launched_ts=now())
 
 
-def is_alive(tp: TrainerProcess) -> bool:
-    """Same pid and same create time: a recycled pid is not our trainer."""
+def process_start(p: psutil.Process) -> tuple[float, float]:
+    """(create time, seconds since boot) of a process. psutil derives the wall-clock create time
+    from the kernel's boot time, which the kernel reports as wall clock minus uptime in whole
+    seconds: a clock adjustment moves it, and every create time with it, by a second. Their
+    difference, the start since boot, does not move."""
+    create_time = p.create_time()
+    return create_time, create_time - psutil.boot_time()
+
+
+def is_alive(tp) -> bool:
+    """Same pid and same start: a recycled pid is not our trainer. `tp` needs `pid` and
+    `create_time`; its `started_since_boot`, where recorded, is what is compared, so a clock
+    adjustment while a trainer runs cannot make it look dead."""
     try:
         p = psutil.Process(tp.pid)
-        if abs(p.create_time() - tp.create_time) > 0.01:
+        create_time, since_boot = process_start(p)
+        recorded = getattr(tp, "started_since_boot", None)
+        if recorded is not None:
+            if abs(since_boot - recorded) > 0.01:
+                return False
+        elif abs(create_time - tp.create_time) > 0.01:
             return False
         return p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -62,6 +79,7 @@ def find_orphan(output_dir: Path) -> TrainerProcess | None:
         cmdline = p.info.get("cmdline") or []
         if cmdline[:3] == ["/bin/sh", "-c", _WRAPPER] and needle in cmdline:
             return TrainerProcess(pid=p.info["pid"], create_time=p.info["create_time"],
+                                  started_since_boot=p.info["create_time"] - psutil.boot_time(),
                                   output_dir=needle, config_paths=[], launched_ts=now())
     return None
 

@@ -315,6 +315,33 @@ def test_poll_sees_completion_and_crashes_before_its_polling_interval(tmp_path, 
     assert seen - float(stamp.read_text()) < 4.0
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's boot time, as psutil reads it on Linux")
+def test_a_clock_step_while_the_trainer_runs_does_not_make_it_look_dead(tmp_path, monkeypatch):
+    """The kernel reports its boot time as wall clock minus uptime, in whole seconds, and
+    psutil adds it to every process's start: a clock adjustment moves every create time by a
+    second. A live trainer compared by create time then looked dead, and the arm failed."""
+    import psutil
+
+    backend = Backend("sleeper", (sys.executable, "-c", "import time; time.sleep(60)"), None, sys.executable)
+    tp = training.launch(backend, [], tmp_path, tmp_path / "train.log")
+    try:
+        assert training.is_alive(tp)
+        real = psutil._psplatform.boot_time
+        monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 1.0)  # the step
+        assert abs(psutil.Process(tp.pid).create_time() - tp.create_time - 1.0) < 0.01
+        assert training.is_alive(tp)
+        res = training.poll(tp, tmp_path / "train.log", tmp_path / "eval.jsonl", 5, interval=0.1, cap_s=1)
+        assert res.outcome == "timeout"            # still running, not "failed"
+        # a record from before the start since boot was kept compares create times, and the
+        # step fools it; a different start (a recycled pid) is still not our trainer
+        assert not training.is_alive(tp.model_copy(update={"started_since_boot": None}))
+        assert not training.is_alive(tp.model_copy(update={"started_since_boot": tp.started_since_boot - 5}))
+    finally:
+        monkeypatch.undo()
+        training.stop(tp, grace_s=1)
+    assert not training.is_alive(tp)
+
+
 # ---- version detection -----------------------------------------------------------------------
 
 def _checkout(tmp_path, version=None, tag=None) -> Path:
