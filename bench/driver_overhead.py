@@ -32,23 +32,35 @@ def main() -> None:
     for h in hist:
         if h["iteration"] is None or not h.get("end_ts"):
             continue
-        d = per.setdefault(h["iteration"], {"wall": 0.0, "train": 0.0, "teacher": 0.0})
+        d = per.setdefault(h["iteration"], {"wall": 0.0, "train": 0.0, "teacher": 0.0,
+                                            "dataset": 0.0, "environment": 0.0, "probe": 0.0,
+                                            "attempts": 0})
         dt = h["end_ts"] - h["start_ts"]
         d["wall"] += dt
         if h["phase"] in ("train", "evaluate"):
             d["train"] += dt
         elif h["phase"] == "weakness":
             d["teacher"] += dt
+        elif h["phase"] in ("dataset", "environment", "probe"):
+            d[h["phase"]] += dt
+            d["attempts"] += h["phase"] == "dataset"
     for d in per.values():
         d["overhead"] = d["wall"] - d["train"] - d["teacher"]
     print(f"run: {run_dir}")
     print(f"{'iteration':<10}{'wall s':>8}{'train+eval s':>14}{'teacher s':>11}{'overhead s':>12}"
-          f"{'overhead/wall':>15}")
+          f"{'overhead/wall':>15}{'attempts':>10}{'dataset s':>11}{'install s':>11}{'probe s':>9}"
+          "   last dataset phase: generator / hub rubric / gate s")
     for it, d in sorted(per.items()):
+        split = json.loads((run_dir / f"iter_{it}" / "gate_report.json").read_text()).get("seconds") \
+            if (run_dir / f"iter_{it}" / "gate_report.json").exists() else None
         print(f"iter_{it:<5}{d['wall']:>8.1f}{d['train']:>14.1f}{d['teacher']:>11.1f}"
-              f"{d['overhead']:>12.1f}{d['overhead'] / max(d['wall'], 1e-9):>15.3f}")
+              f"{d['overhead']:>12.1f}{d['overhead'] / max(d['wall'], 1e-9):>15.3f}{d['attempts']:>10}"
+              f"{d['dataset']:>11.1f}{d['environment']:>11.1f}{d['probe']:>9.1f}   "
+              + (" / ".join(f"{split.get(k, 0):.2f}" for k in ("generator", "hub_rubric", "gate"))
+                 if split else "-"))
     print("overhead = gate + generator run + env install + probe + bookkeeping (phases "
-          "dataset, environment, probe); the teacher's time is excluded from both columns")
+          "dataset, environment, probe, summed over the iteration's attempts); the teacher's "
+          "time is excluded from both columns")
 
 
 if __name__ == "__main__":

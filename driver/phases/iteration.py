@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 
 from driver import envs, evaluation, faults, generator, scratchpad, teachers, worker
@@ -114,34 +115,47 @@ def dataset(ctx: Ctx, n: int) -> str:
             read_json(record).get("dataset_sha256") == envs.file_sha256(d / "dataset.jsonl"):
         return "ok"
     faults.point("dataset:before-generator")
+    # where the phase's time goes (bench/driver_overhead.py prints it): the generator's run,
+    # the hub rubric scoring every row, and the gate's own lines
+    seconds, t0 = {}, time.monotonic()
     run = generator.run(d)
+    seconds["generator"] = time.monotonic() - t0
     faults.point("dataset:after-generator")
     failures: list[str]
     if run["ok"]:
         weakness_json = weakness_gate.load(d / "weakness.json")
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
+        t0 = time.monotonic()
         try:   # the ACCURATE pillar: the hub rubric scores every row's reasoning
             scored = accuracy.score_hub_rows(ctx.backend.python, ctx.hub, d / "dataset.jsonl")
         except RuntimeError as e:
             raise DriverError(f"[iter_{n}] {e}\nThe hub env loaded at introspection; check "
                               f"{ctx.backend.python} still has it, then `driver resume`.") from None
+        seconds["hub_rubric"], t0 = time.monotonic() - t0, time.monotonic()
         report = gate.check(d / "dataset.jsonl", weakness_json, prior,
                             decontam.cached_fingerprints(ctx.rd.path, ctx.backend.python, ctx.hub),
                             scored)
         if (d / "aux_rewards.py").exists():
             report.lines += aux_gate.check(d / "aux_rewards.py", weakness_json).lines
         report.lines += hparams_gate.check(d).lines
+        seconds["gate"] = time.monotonic() - t0
         failures = report.failures()
-        atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures})
+        atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures,
+                                                   "seconds": rounded(seconds)})
         if report.passed:
             atomic_write_json(record, {**run, "rows": report.rows})
             ctx.say(f"[iter_{n}] dataset: {report.rows} rows, gate passed")
             return "ok"
     else:
         failures = [f"generator: {run['reason']}"]
-        atomic_write_json(d / "gate_report.json", {"passed": False, "failures": failures})
+        atomic_write_json(d / "gate_report.json", {"passed": False, "failures": failures,
+                                                   "seconds": rounded(seconds)})
     return reject(ctx, n, failures)
+
+
+def rounded(seconds: dict) -> dict:
+    return {k: round(v, 3) for k, v in seconds.items()}
 
 
 def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
