@@ -45,27 +45,24 @@ def main() -> None:
                                                         sort_keys=True))
     model.eval()
     prompts = [rollouts.render_prompt(tok, r["prompt"]) for r in rows]
-    real = rollouts.shares_prompt_cache
-    layouts = {"shared prompt cache": lambda m: real(m), "copied per completion": lambda m: False}
+    layouts = {"shared prompt cache": False, "copied per completion": True}   # copy_prompt_cache
     times: dict = {k: [] for k in layouts}
     drawn: dict = {}
     for rep in range(a.repeats + 1):   # the first round warms up and is not counted
-        for name, rule in layouts.items():
-            rollouts.shares_prompt_cache = rule
+        for name, copy in layouts.items():
             g = torch.Generator().manual_seed(rep)
-            with torch.no_grad():
-                t0 = time.perf_counter()
-                out = rollouts.sample(model, prompts, a.group, a.max_tokens, a.temperature,
-                                      tok.eos_token_id, tok.pad_token_id, g)
-                dt = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            out = rollouts.sample(model, prompts, a.group, a.max_tokens, a.temperature,
+                                  tok.eos_token_id, tok.pad_token_id, g, copy_prompt_cache=copy)
+            dt = time.perf_counter() - t0
             if rep:
                 times[name].append(dt)
             drawn.setdefault(rep, []).append((out["tokens"], out["logps"]))
-    rollouts.shares_prompt_cache = real
     same = all(torch.equal(x[0][0], x[1][0]) for x in drawn.values())
     diff = max(float((x[0][1] - x[1][1]).abs().max()) for x in drawn.values())
     print(f"{a.prompts} prompts x {a.group}, max {a.max_tokens} new tokens, temperature "
-          f"{a.temperature}, {a.repeats} runs per layout (attention: {model.config._attn_implementation})")
+          f"{a.temperature}, {a.repeats} runs per layout (attention: {model.config._attn_implementation}; "
+          f"shares the prompt cache: {rollouts.shares_prompt_cache(model)})")
     for name, ts in times.items():
         print(f"{name:<24} median {statistics.median(ts):.3f} s  (min {min(ts):.3f}, max {max(ts):.3f})")
     ratio = statistics.median(times["shared prompt cache"]) / statistics.median(times["copied per completion"])

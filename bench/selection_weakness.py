@@ -90,22 +90,27 @@ def main() -> None:
     ap.add_argument("--wide-share", type=float, default=0.3,
                     help="share of the stream with operands up to 100")
     ap.add_argument("--keep", type=Path, default=None,
-                    help="save the variant student here (reused, not rebuilt, when it exists)")
+                    help="save the variant student here; a later call with the same flags reuses "
+                         "it instead of rebuilding (other flags are refused)")
     a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="selection-weakness-"))
     student = a.keep or work / "student"
+    recipe = {k: v for k, v in vars(a).items() if k != "keep"}   # what the variant is built from
     try:
-        if (student / "model.safetensors").exists():
-            print(f"variant: reusing {student}", flush=True)
-            subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
-                            str(student), *rest], check=True)
-            return
-        started = time.monotonic()
-        slipped = build(student, a.sft_steps, a.slip_share, a.sft_lr, a.seed,
-                        a.three_digit_share, a.wide_share)
-        print(f"variant: the demo student + {a.sft_steps} SFT steps on {a.sft_steps * 32} fresh rows, "
-              f"{slipped} of them with the hundreds carry forgotten "
-              f"({time.monotonic() - started:.0f} s)", flush=True)
+        if (student / "variant.json").exists():
+            kept = json.loads((student / "variant.json").read_text())
+            if kept != recipe:
+                sys.exit(f"{student} holds a variant built with {kept}, not {recipe}: pass another "
+                         "--keep directory, or the flags it was built with")
+            print(f"variant: reusing {student} ({kept})", flush=True)
+        else:
+            started = time.monotonic()
+            slipped = build(student, a.sft_steps, a.slip_share, a.sft_lr, a.seed,
+                            a.three_digit_share, a.wide_share)
+            (student / "variant.json").write_text(json.dumps(recipe))
+            print(f"variant: the demo student + {a.sft_steps} SFT steps on {a.sft_steps * 32} fresh "
+                  f"rows, {slipped} of them with the hundreds carry forgotten "
+                  f"({time.monotonic() - started:.0f} s)", flush=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
                         str(student), *rest], check=True)
     finally:

@@ -75,11 +75,12 @@ def find_orphan(output_dir: Path) -> TrainerProcess | None:
     """A trainer launched for this output dir whose pid was never recorded (the driver died
     between launch and saving run.json). Found by its command line, never by its log."""
     needle = str(output_dir)
-    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+    for p in psutil.process_iter(["pid", "cmdline"]):
         cmdline = p.info.get("cmdline") or []
         if cmdline[:3] == ["/bin/sh", "-c", _WRAPPER] and needle in cmdline:
-            return TrainerProcess(pid=p.info["pid"], create_time=p.info["create_time"],
-                                  started_since_boot=p.info["create_time"] - psutil.boot_time(),
+            create_time, since_boot = process_start(p)
+            return TrainerProcess(pid=p.info["pid"], create_time=create_time,
+                                  started_since_boot=since_boot,
                                   output_dir=needle, config_paths=[], launched_ts=now())
     return None
 

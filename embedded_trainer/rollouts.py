@@ -60,17 +60,19 @@ def render_prompt(tokenizer, messages) -> list[int]:
 
 @torch.no_grad()
 def sample(model, prompts: list[list[int]], group: int, max_new: int, temperature: float,
-           eos_id: int, pad_id: int, generator: torch.Generator | None) -> dict:
+           eos_id: int, pad_id: int, generator: torch.Generator | None,
+           copy_prompt_cache: bool = False) -> dict:
     """KV-cached sampling of `group` completions per prompt. Each prompt is prefilled once; its
     group's completions then share that cache (see `shares_prompt_cache`) or, for an attention
-    implementation that takes no custom mask, get a copy each. temperature 0 means greedy.
+    implementation that takes no custom mask (or with `copy_prompt_cache`, which the test and
+    bench/sampler.py use to compare the two), get a copy each. temperature 0 means greedy.
 
     Returns completion ids [N*group, T] (pad after the end), their lengths, the behaviour
     log-probs of the sampled tokens under the sampling distribution (captured here and never
     recomputed), and whether each completion hit max_new without an end token."""
     device = next(model.parameters()).device
     n, width = len(prompts), max(len(p) for p in prompts)
-    shared = group > 1 and shares_prompt_cache(model)
+    shared = group > 1 and not copy_prompt_cache and shares_prompt_cache(model)
     ids = torch.full((n, width), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((n, width), dtype=torch.long)
     for i, p in enumerate(prompts):  # left padding; positions count real tokens only

@@ -212,7 +212,7 @@ def test_shared_prefix_forward_equals_a_full_forward_and_sampling_logprobs_match
         assert not torch.allclose(alone[0], res["logps"][k, :n], atol=1e-2)
 
 
-def test_a_group_sharing_its_prompt_cache_samples_what_a_copied_cache_samples(monkeypatch):
+def test_a_group_sharing_its_prompt_cache_samples_what_a_copied_cache_samples():
     """The shared layout (one cache row per prompt, a 4D mask) against the per-completion copy
     that attention implementations without custom masks get: the same generator draws the same
     tokens with the same log-probs, and the shared mask really isolates the completions."""
@@ -229,9 +229,8 @@ def test_a_group_sharing_its_prompt_cache_samples_what_a_copied_cache_samples(mo
     prompts = [torch.randint(6, 90, (n,), generator=g).tolist() for n in (13, 7, 10)]
     shared = rollouts.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
                              generator=torch.Generator().manual_seed(5))
-    monkeypatch.setattr(rollouts, "shares_prompt_cache", lambda m: False)
     copied = rollouts.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
-                             generator=torch.Generator().manual_seed(5))
+                             generator=torch.Generator().manual_seed(5), copy_prompt_cache=True)
     assert torch.equal(shared["tokens"], copied["tokens"])
     assert torch.equal(shared["lengths"], copied["lengths"])
     assert torch.allclose(shared["logps"], copied["logps"], atol=1e-4)
