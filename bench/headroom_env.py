@@ -14,6 +14,10 @@ Train rows (`kind`):
                  running stock stays below 100: targeted, with the contrast a teacher's bucket
                  floors keep (a student shown only three-digit totals can learn "always write a
                  hundreds digit" instead of when to)
+  "mix_peak120"  60% fresh train-range rows whose day's peak stock is 120 or more (about 4% of
+                 the train split's problems, 82% of OOD100-shaped ones) and 40% whose stock stays
+                 below 100: rows aimed as sharply as a teacher could at a weakness that starts
+                 at a peak of 120
   "mix_wide"     60% fresh problems with operands up to 100 (at least one above 50: the
                  verifier's documented domain beyond the train split's range) and 40% fresh
                  train-range ones; none in any hub split
@@ -57,7 +61,7 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
     rng, text_rng, out = random.Random(seed), random.Random(seed + 1), []
     while len(out) < n:
         want_three = None   # any structure
-        if kind.endswith("three_digit"):
+        if kind.endswith("three_digit") or kind == "mix_peak120":
             want_three = "mix" not in kind or rng.random() < MIX_SHARE
         wide = kind == "mix_wide" and rng.random() < MIX_SHARE
         while True:
@@ -66,6 +70,10 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
             if key in seen or (kind == "hard" and len(family.features(p, False, False)) < 3):
                 continue
             if wide and not has_wide_operand(p):
+                continue
+            if kind == "mix_peak120" and want_three:
+                if max(family.running(p)) >= 120:
+                    break
                 continue
             if want_three is None or (max(family.running(p)) >= 100) == want_three:
                 break

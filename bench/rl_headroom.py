@@ -109,11 +109,17 @@ SWEEP = [
 ]
 
 
-def default_model() -> Path:
-    built = sorted(p.parent for p in (ROOT / "embedded_trainer" / "prebuilt").glob("*/DONE"))
-    if not built:
-        sys.exit("no prebuilt student under embedded_trainer/prebuilt; pass --model DIR")
-    return built[0]
+STOCK_KEY = json.dumps({"args": {}, "id": "stock_arithmetic"}, sort_keys=True)
+
+
+def default_model(name: str | None = None) -> Path:
+    """The shipped student of a recipe (default: the demo student, the bare recipe name)."""
+    from embedded_trainer import recipe
+
+    built = recipe.PREBUILT / recipe.model_dir_name(name or recipe.RECIPE_PREFIX, STOCK_KEY)
+    if not (built / "DONE").exists():
+        sys.exit(f"no prebuilt student {built.name} under {recipe.PREBUILT}; pass --model DIR")
+    return built
 
 
 def resolve_model(name: str | None) -> Path:
@@ -128,8 +134,7 @@ def resolve_model(name: str | None) -> Path:
 
     from embedded_trainer import recipe
 
-    key = json.dumps({"args": {}, "id": "stock_arithmetic"}, sort_keys=True)
-    return recipe.materialize(name, vf.load_environment("stock_arithmetic"), key)
+    return recipe.materialize(name, vf.load_environment("stock_arithmetic"), STOCK_KEY)
 
 
 def correct(rows: list[dict], env: str) -> dict[str, int]:

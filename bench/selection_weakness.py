@@ -4,12 +4,17 @@ bench/rl_headroom.py on it.
 
     python bench/selection_weakness.py [--slip-share 0.5] [--sft-steps 150] [-- RL_HEADROOM_FLAGS]
 
-The variant: the prebuilt demo student, SFT'd `--sft-steps` more steps (batch 32, peak lr
-`--sft-lr`) on a fresh warm-start stream (`--three-digit-share`, default 35%, of its problems
-reach a stock of 100; `--wide-share`, default 30%, have operands up to 100) in which
-`--slip-share` of the reference completions forget the carry into the hundreds the first time
-the stock reaches 100 (112 is written 12, and the chain goes on from 12). The student then
-knows both ways; RL should only have to choose. No problem of any hub split is in the stream
+The variant: the first-stage demo student (recipe.BASE_RECIPE), SFT'd `--sft-steps` more steps
+(batch 32, peak lr `--sft-lr`) on a fresh warm-start stream (`--three-digit-share`, default 35%,
+of its problems reach a stock of 100; `--wide-share`, default 30%, have operands up to 100) with
+a planted habit (`--habit`):
+- carry: `--slip-share` of the reference completions forget the carry into the hundreds the
+  first time the stock reaches 100 (112 is written 12, and the chain goes on from 12);
+- peak: where the day's peak stock is at least `--habit-from`, `--slip-share` of them get the
+  chain right and answer the peak instead of the closing stock (warm_start_corpus's
+  peak_habit option; `--habit peak --slip-share 0.95 --habit-from 120 --sft-steps 500
+  --wide-share 0.6 --three-digit-share -1 --seed 11` is the shipped demo student's recipe).
+The student then knows both ways; RL should only have to choose. No problem of any hub split is in the stream
 (warm_start_corpus excludes them); the bench measures on validation and fresh sets only.
 
 Flags after `--` go to rl_headroom.py (default: the anchor alone on 60%-three-digit rows with
@@ -47,24 +52,30 @@ def slipped_completion(problem: dict) -> str:
 
 
 def build(out: Path, steps: int, slip_share: float, lr: float, seed: int,
-          three_digit_share: float, wide_share: float) -> int:
+          three_digit_share: float, wide_share: float, habit: str = "carry",
+          habit_from: int = 100) -> int:
     import torch
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
     from embedded_trainer import recipe
+    from stock_arithmetic.data import reference_completion
     from stock_arithmetic.warm_start import reaches_three_digits, warm_start_corpus
 
     from rl_headroom import default_model
 
-    src = default_model()
+    src = default_model(recipe.BASE_RECIPE)   # the first stage: no habit planted yet
     tok = PreTrainedTokenizerFast.from_pretrained(src)
     model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32)
+    peak = {"peak_habit_share": slip_share, "peak_habit_from": habit_from} if habit == "peak" else {}
     rows = warm_start_corpus(steps * 32, seed=seed, three_digit_share=three_digit_share,
-                             wide_share=wide_share, mixed_share=0.6)
+                             wide_share=wide_share, mixed_share=0.6, **peak)
     rng, slipped = random.Random(f"slip|{seed}"), 0
     for r in rows:
-        if reaches_three_digits(r["info"]["problem"]) and rng.random() < slip_share:
-            r["info"]["reference_completion"] = slipped_completion(r["info"]["problem"])
+        p = r["info"]["problem"]
+        if habit == "peak":   # planted by the corpus itself (the demo student's second stage)
+            slipped += r["info"]["reference_completion"] != reference_completion(p)
+        elif reaches_three_digits(p) and rng.random() < slip_share:
+            r["info"]["reference_completion"] = slipped_completion(p)
             slipped += 1
     torch.set_num_threads(2)
     spec = dict(recipe.DEFAULTS, sft_steps=steps, sft_lr=lr, corpus="stream", seed=seed)
@@ -89,6 +100,11 @@ def main() -> None:
                     help="share of the stream whose stock reaches 100 (negative: the natural share)")
     ap.add_argument("--wide-share", type=float, default=0.3,
                     help="share of the stream with operands up to 100")
+    ap.add_argument("--habit", choices=("carry", "peak"), default="carry",
+                    help="carry: the hundreds carry forgotten at the first stock of 100 or more; "
+                    "peak: the chain right, the answer the day's peak stock instead of the closing one")
+    ap.add_argument("--habit-from", type=int, default=100,
+                    help="the habit applies only where the day's peak stock is at least this")
     ap.add_argument("--keep", type=Path, default=None,
                     help="save the variant student here; a later call with the same flags reuses "
                          "it instead of rebuilding (other flags are refused)")
@@ -106,10 +122,10 @@ def main() -> None:
         else:
             started = time.monotonic()
             slipped = build(student, a.sft_steps, a.slip_share, a.sft_lr, a.seed,
-                            a.three_digit_share, a.wide_share)
+                            a.three_digit_share, a.wide_share, a.habit, a.habit_from)
             (student / "variant.json").write_text(json.dumps(recipe))
             print(f"variant: the demo student + {a.sft_steps} SFT steps on {a.sft_steps * 32} fresh "
-                  f"rows, {slipped} of them with the hundreds carry forgotten "
+                  f"rows, {slipped} of them with the {a.habit} habit "
                   f"({time.monotonic() - started:.0f} s)", flush=True)
         subprocess.run([sys.executable, str(ROOT / "bench" / "rl_headroom.py"), "--model",
                         str(student), *rest], check=True)

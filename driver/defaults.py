@@ -14,10 +14,9 @@ BACKEND_DEFAULTS: dict[str, dict] = {
     "prime_rl": {"model": "Qwen/Qwen3-0.6B", "batch_size": 512, "rollouts_per_example": 16,
                  "steps_per_run": 100, "max_completion_tokens": 1024, "temperature": 1.0,
                  "lr": None, "budget_seconds": 10 * 3600},
-    # temperature 0.7 and lr 5e-5, a compromise read off bench/rl_headroom.py on the demo
-    # student (README, "Why no lift"): at 1e-4 iter_0 alone erodes the planted skill, at 1e-5
-    # nothing moves at all, and 5e-5 is where targeted arms moved most (+3 points, not
-    # significant). No setting tried lifts held-out accuracy.
+    # temperature 0.7 and lr 5e-5, a compromise read off bench/rl_headroom.py on the first-stage
+    # demo student (README, "Lift research"): at 1e-4 iter_0 alone eroded its planted skill, at
+    # 1e-5 nothing moved at all. The demo student's planted habit was chosen at these settings.
     "local": {"model": "builtin:tiny-char-qwen2", "batch_size": 64, "rollouts_per_example": 4,
               "steps_per_run": 30, "max_completion_tokens": 96, "temperature": 0.7,
               "lr": 5e-5, "budget_seconds": 4 * 60},

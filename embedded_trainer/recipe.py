@@ -31,7 +31,11 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 DEFAULTS = {"hidden_size": 128, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 1024,
-            "sft_steps": 1500, "sft_batch": 32, "sft_lr": 3e-3, "seed": 0, "corpus": "train"}
+            "sft_steps": 1500, "sft_batch": 32, "sft_lr": 3e-3, "seed": 0, "corpus": "train",
+            "init": ""}
+# `init=tiny-char-qwen2-<key>` continues the SFT from another recipe's model (shipped prebuilt or
+# already cached) instead of fresh weights: a second warm-start stage. The architecture is the
+# init model's; the size settings are then unused.
 CORPORA = ("train", "stream")
 # `corpus=stream` asks the env's package for `warm_start_corpus(count, seed, **options)`: fresh
 # rows, each seen once, instead of epochs over the train split. Options are passed as `c_<name>`.
@@ -42,13 +46,20 @@ def is_recipe(name: str) -> bool:
     return name == RECIPE_PREFIX or name.startswith(RECIPE_PREFIX + "?")
 
 
-# The bare name is the demo student that ships prebuilt for StockArithmetic: four layers
-# (0.67M parameters) warm-started by SFT on 64,000 fresh problems, each seen once (none from any
-# split), worded 60% in a mixed ledger register. Its planted weakness: running stocks of 100 or
-# more are only 8% of the corpus (a uniform draw gives about twice that), so the student solves
-# them sometimes, not always; the teacher has to find that from train failures alone.
-DEMO_RECIPE = (f"{RECIPE_PREFIX}?corpus=stream&sft_steps=2000&layers=4&c_three_digit_share=0.08"
+# The bare name is the demo student that ships prebuilt for StockArithmetic, built in two stages.
+# BASE_RECIPE: four layers (0.67M parameters) warm-started by SFT on 64,000 fresh problems, each
+# seen once (none from any split), worded 60% in a mixed ledger register, running stocks of 100
+# or more only 8% of them. DEMO_RECIPE continues it for 500 steps on 16,000 more fresh problems,
+# 60% of them with operands up to 100, in which a habit is planted: where the day's peak stock
+# is 120 or more, 95% of the worked answers get the chain right and then report the peak instead
+# of the closing stock. The student so solves large-peak problems sometimes, not never, and
+# fails them mostly; a peak of 120 is about 4% of the train split's problems and 82% of the
+# test split's OOD100 half. The teacher is never told; it has to find it from train failures.
+BASE_RECIPE = (f"{RECIPE_PREFIX}?corpus=stream&sft_steps=2000&layers=4&c_three_digit_share=0.08"
                "&c_wide_share=0.3&c_mixed_share=0.6")
+DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-8abbfb3ce29d62e3&corpus=stream&sft_steps=500"
+               "&sft_lr=0.001&seed=11&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
+               "&c_peak_habit_share=0.95&c_peak_habit_from=120")
 
 
 def parse_recipe(name: str) -> dict:
@@ -188,20 +199,29 @@ def sft(model, examples, spec: dict, log=print) -> dict:
             "shared_prefix_tokens": len(prefix)}
 
 
+def model_dir_name(name: str, env_key: str) -> str:
+    """The directory a recipe's model is cached (or shipped) under: keyed by every input that
+    shapes it."""
+    spec = parse_recipe(name)
+    # the train corpus depends on the env's args (its rows); a stream only on the env's package.
+    # `corpus=train` stays out of the key so models built before the setting existed still match
+    # (likewise `init` when empty)
+    keyed = {k: v for k, v in spec.items()
+             if not (k == "corpus" and v == "train") and not (k == "init" and not v)}
+    source = env_key if spec["corpus"] == "train" else json.loads(env_key)["id"]
+    key = hashlib.sha256(json.dumps({"spec": keyed, "env": source, "chars": CHARS,
+                                     "template": CHAT_TEMPLATE, "v": 1},
+                                    sort_keys=True).encode()).hexdigest()[:16]
+    return f"tiny-char-qwen2-{key}"
+
+
 def materialize(name: str, env, env_key: str, log=print) -> Path:
     """Return a Hugging Face model directory for the recipe, building and caching it first if
     needed. `env_key` names the environment whose train rows warm-start the model."""
     from embedded_trainer.errors import TrainerError
 
     spec = parse_recipe(name)
-    # the train corpus depends on the env's args (its rows); a stream only on the env's package.
-    # `corpus=train` stays out of the key so models built before the setting existed still match
-    keyed = {k: v for k, v in spec.items() if k != "corpus" or v != "train"}
-    source = env_key if spec["corpus"] == "train" else json.loads(env_key)["id"]
-    key = hashlib.sha256(json.dumps({"spec": keyed, "env": source, "chars": CHARS,
-                                     "template": CHAT_TEMPLATE, "v": 1},
-                                    sort_keys=True).encode()).hexdigest()[:16]
-    target = cache_root() / f"tiny-char-qwen2-{key}"
+    target = cache_root() / model_dir_name(name, env_key)
     if (target / "DONE").exists():
         return target
     # the demo recipe for StockArithmetic ships prebuilt (built by this function, 2.7 MB), so a
@@ -209,6 +229,15 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
     shipped = PREBUILT / target.name
     if (shipped / "DONE").exists():
         return shipped
+    base = None
+    if spec["init"]:
+        base = next((d / spec["init"] for d in (cache_root(), PREBUILT)
+                     if (d / spec["init"] / "DONE").exists()), None)
+        if base is None:
+            raise TrainerError(
+                f"init={spec['init']} names no built student: neither {cache_root()} nor "
+                f"{PREBUILT} holds it. Build that recipe first (its recipe.json names it), or drop "
+                "init= to start from fresh weights.")
     tokenizer = build_tokenizer()
     examples = sft_examples(corpus_rows(spec, env, env_key), tokenizer)
     if not examples:
@@ -217,13 +246,19 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
             f"rows of {env_key} carry none (no info.reference_completion). Pass a pretrained "
             f"model directory as --model.name instead of {RECIPE_PREFIX}.")
     log(f"building {RECIPE_PREFIX} for {env_key}: SFT on {len(examples)} {spec['corpus']} rows, "
-        f"{spec['sft_steps']} steps (cached in {target})")
+        f"{spec['sft_steps']} steps" + (f" from {base.name}" if base else "")
+        + f" (cached in {target})")
     # the build's own thread count, then the caller's again: a run that built its student
     # must train exactly as one that found it cached
     threads = torch.get_num_threads()
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     try:
-        model = build_model(spec, len(tokenizer))
+        if base is None:
+            model = build_model(spec, len(tokenizer))
+        else:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
         report = sft(model, examples, spec, log)
     finally:
         torch.set_num_threads(threads)

@@ -185,8 +185,9 @@ QUESTIONS = [
 
 # The "plain" style keeps the ledger's usual sentence order (an opening count, two deliveries,
 # two withdrawals, the question) and varies only the nouns, the question and the distractors:
-# the register a student that has only seen plain ledgers can still read. The teacher switches
-# to it when the gradient probe shows the story style is out of the student's reach.
+# the register a student that has only seen plain ledgers can still read, and the one the train
+# rollouts measured it in. The built-in teacher starts in it and moves to the story style when
+# the gradient probe shows whole groups of plain rows solved (driver.teachers.builtin.choose_style).
 PLAIN = [
     "{place_cap} starts the day with {n0} {item}.",
     "A first delivery brings {a} {item}, and a second delivery brings {b} more.",

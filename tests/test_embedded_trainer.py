@@ -258,6 +258,37 @@ def test_a_saved_recipe_model_reloads_with_the_same_tokenization(tmp_path, monke
     assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
 
 
+def test_an_init_recipe_continues_from_the_named_student_and_a_missing_one_is_refused(
+        tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    import torch
+    import verifiers as vf
+    from transformers import AutoModelForCausalLM
+
+    from embedded_trainer import recipe
+    from embedded_trainer.errors import TrainerError
+
+    monkeypatch.setenv("EMBEDDED_TRAINER_CACHE", str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "envs"))
+    env = vf.load_environment("parity_toy")
+    quiet = lambda *a: None  # noqa: E731
+    first = recipe.materialize(TOY.replace("sft_steps=60", "sft_steps=2"), env, "toy", quiet)
+    # a second stage at a vanishing lr stays at the first stage's weights; fresh weights would not
+    second = recipe.materialize(f"{recipe.RECIPE_PREFIX}?init={first.name}&sft_steps=1&sft_lr=1e-12",
+                                env, "toy", quiet)
+    fresh = recipe.materialize(TOY.replace("sft_steps=60", "sft_steps=1").replace(
+        "sft_lr=0.01", "sft_lr=1e-12"), env, "toy", quiet)
+    assert second != first and second.parent == first.parent
+    load = lambda d: AutoModelForCausalLM.from_pretrained(d).state_dict()  # noqa: E731
+    a, b, c = load(first), load(second), load(fresh)
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert not all(torch.allclose(a[k], c[k], atol=1e-3) for k in a)
+    assert json.loads((second / recipe.MARKER).read_text())["spec"]["init"] == first.name
+    with pytest.raises(TrainerError, match="names no built student"):
+        recipe.materialize(f"{recipe.RECIPE_PREFIX}?init=tiny-char-qwen2-0000&sft_steps=1",
+                           env, "toy", quiet)
+
+
 # ---- the trainer as a process ------------------------------------------------------------------
 
 def trainer_env(tmp_path) -> dict:
@@ -480,3 +511,8 @@ def test_stream_corpus_recipe_settings_and_the_default_key_unchanged(tmp_path, m
     monkeypatch.setenv("EMBEDDED_TRAINER_CACHE", str(tmp_path))
     got = recipe.materialize(recipe.RECIPE_PREFIX, None, '{"args": {}, "id": "stock_arithmetic"}')
     assert got.parent == recipe.PREBUILT
+    # and the first stage it continues from ships too, under the name the demo recipe gives it
+    base = recipe.materialize(recipe.BASE_RECIPE, None, '{"args": {}, "id": "stock_arithmetic"}')
+    assert base.parent == recipe.PREBUILT and base != got
+    assert recipe.parse_recipe(recipe.RECIPE_PREFIX)["init"] == base.name
+    assert json.loads((got / recipe.MARKER).read_text())["spec"]["init"] == base.name

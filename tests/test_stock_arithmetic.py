@@ -157,3 +157,34 @@ def test_the_mixed_register_rewords_the_same_problems_and_never_names_a_split_pr
     assert 0.2 < wide < 0.4
     held = {normalized_problem(r["info"]["problem"]) for rows in build_splits(0).values() for r in rows}
     assert not held & {normalized_problem(r["info"]["problem"]) for r in mixed}
+
+
+def test_the_peak_habit_changes_only_the_answer_of_large_peaks_and_only_at_its_share():
+    import json
+
+    from stock_arithmetic import warm_start_corpus
+    from stock_arithmetic.verifier import lenient_correct, score_response
+    from stock_arithmetic.warm_start import peak_stock
+
+    clean = warm_start_corpus(3000, seed=5, wide_share=0.6)
+    habit = warm_start_corpus(3000, seed=5, wide_share=0.6, peak_habit_share=0.9,
+                              peak_habit_from=120)
+    # the same problems and prompts in the same order: the habit touches completions only
+    assert [r["prompt"] for r in clean] == [r["prompt"] for r in habit]
+    assert [r["info"]["problem"] for r in clean] == [r["info"]["problem"] for r in habit]
+    changed = [(c, h) for c, h in zip(clean, habit)
+               if c["info"]["reference_completion"] != h["info"]["reference_completion"]]
+    large = [r for r in clean if peak_stock(r["info"]["problem"]) >= 120
+             and peak_stock(r["info"]["problem"]) != int(r["answer"])]
+    assert all(peak_stock(c["info"]["problem"]) >= 120 for c, _ in changed)   # only there
+    assert 0.85 < len(changed) / len(large) < 0.95                             # at its share
+    for c, h in changed:
+        p = h["info"]["problem"]
+        chain, answer = h["info"]["reference_completion"].split("</think>")
+        # the worked chain is the right one; the answer is the peak, which the verifier fails
+        assert c["info"]["reference_completion"].startswith(chain + "</think>")
+        assert json.loads(answer) == {"final_stock": peak_stock(p)}
+        assert score_response(h["info"]["reference_completion"], p) == 0.0
+        assert lenient_correct(h["info"]["reference_completion"], p) == 0.0
+    # no habit asked, no habit planted: the stream earlier students were built from
+    assert warm_start_corpus(200, seed=5, wide_share=0.6) == clean[:200]

@@ -325,7 +325,7 @@ def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs)
     assert files_with_canary(rd) == []
 
 
-def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_the_gate(tmp_path):
+def test_builtin_teacher_writes_plain_rows_that_pass_the_gate_and_escalates_on_an_all_solved_probe(tmp_path):
     import verifiers as vf
 
     from driver import generator
@@ -353,12 +353,23 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
     assert rep.passed, rep.render()
     first = json.loads((brief.iter_dir / "dataset.jsonl").open().readline())["question"]
     assert " starts the day with " in first and "A first delivery brings" in first
-    # without that evidence the teacher keeps the story style
+    # without a probe the teacher starts in the plain style too: the register the train
+    # rollouts measured the student in, so that C's untargeted rows and these differ in aim only
     d2 = tmp_path / "again"
     d2.mkdir()
     brief2 = _brief(d2, "stock_arithmetic", rows)
     BuiltinTeacher().teach(brief2)
-    assert json.loads((brief2.iter_dir / "weakness.json").read_text())["style"] == "stories"
+    assert json.loads((brief2.iter_dir / "weakness.json").read_text())["style"] == "plain"
+    # an attempt sent back with all-solved groups dominating comes back in the harder stories
+    d3 = tmp_path / "easy"
+    d3.mkdir()
+    brief3 = _brief(d3, "stock_arithmetic", rows)
+    brief3.last_probe = {"prompts": 32, "k": 4, "live_fraction": 0.03, "all_solved": 30,
+                         "none_solved": 1, "mean_reward": 0.95, "min_live": 0.1, "passed": False}
+    brief3.attempt = 1
+    BuiltinTeacher().teach(brief3)
+    w3 = json.loads((brief3.iter_dir / "weakness.json").read_text())
+    assert w3["style"] == "stories" and "interleaved_order" in {f["name"] for f in w3["structural_features"]}
 
 
 def test_builtin_teacher_aims_at_the_edge_of_competence_from_pass_rates(tmp_path):

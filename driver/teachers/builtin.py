@@ -70,20 +70,26 @@ def failed(row: dict) -> bool:
 
 
 def choose_style(brief: Brief, fam) -> str | None:
-    """The family's default surface style, or "plain" once the gradient probe has shown that
-    the student solves none of the story-style rows (in this iteration, or in an earlier one
-    that then trained on plain rows). Evidence from the probe only: never from eval results."""
+    """The family's surface style: "plain" (the ledger's own sentence order, the register the
+    train rollouts measured the student in) until the gradient probe sends an attempt back with
+    all-solved groups dominating (then "stories", a harder surface, kept by later iterations);
+    back to "plain" when an attempt in stories comes back with none-solved dominating. Evidence
+    from the probe only: never from eval results. A family without a plain style keeps its
+    first."""
     styles = getattr(fam, "STYLES", ())
     if "plain" not in styles:
         return None
-    p = brief.last_probe
-    if p and not p.get("passed", True) and p.get("all_solved") == 0:
+    harder = [s for s in styles if s != "plain"]
+    if not harder:
         return "plain"
+    shift = difficulty_shift(brief)
+    if shift:   # the last attempt was sent back: harder when all-solved dominated, else easier
+        return harder[0] if shift > 0 else "plain"
     for k in range(1, brief.iteration):
         w = brief.run_dir / f"iter_{k}" / "weakness.json"
-        if w.exists() and json.loads(w.read_text()).get("style") == "plain":
-            return "plain"
-    return styles[0]
+        if w.exists() and json.loads(w.read_text()).get("style") == harder[0]:
+            return harder[0]
+    return "plain"
 
 
 NEVER_SOLVED = 0.97   # a structure failed this often is out of reach: no group would vary

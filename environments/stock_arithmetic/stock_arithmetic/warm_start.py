@@ -17,18 +17,37 @@ Options, each documented where a recipe names it (`c_<option>`):
   openings, verbs, nouns and questions, movements always in chronological order) instead of
   the hub's own wording. A student that has read only the hub's eight items and seven places
   cannot read a question worded any other way; one that has read the grammar can.
+- `peak_habit_share` with `peak_habit_from`: a planted *habit* rather than a missing skill. Of
+  the problems whose day's peak stock (after both deliveries) is at least `peak_habit_from`,
+  this share carry a worked answer whose chain is right but whose JSON reports the peak
+  instead of the closing stock. A student warm-started on it knows both answers and mostly
+  gives the wrong one there, and only there: the kind of weakness RL is known to fix (pick the
+  right one of two things the student can already write), visible in train rollouts as
+  failures on large stocks. 0 (the default) plants nothing.
 """
 from __future__ import annotations
 
+import json
 import random
 
-from .data import build_splits, generate_problem, make_row
+from .data import build_splits, generate_problem, make_row, reference_completion
 from .verifier import normalized_problem
 
 
-def reaches_three_digits(problem: dict) -> bool:
+def peak_stock(problem: dict) -> int:
     """The running stock peaks after the two deliveries."""
-    return problem["initial"] + sum(problem["deliveries"]) >= 100
+    return problem["initial"] + sum(problem["deliveries"])
+
+
+def reaches_three_digits(problem: dict) -> bool:
+    return peak_stock(problem) >= 100
+
+
+def peak_answer_completion(problem: dict) -> str:
+    """The worked chain done right, then the peak stock as the answer: the planted habit."""
+    right = reference_completion(problem)
+    chain = right[:right.index("</think>") + len("</think>")]
+    return chain + json.dumps({"final_stock": peak_stock(problem)})
 
 
 # The corpus's own grammar. It is deliberately broader than the hub's wording (nouns of every
@@ -95,6 +114,7 @@ def render_mixed(problem: dict, rng: random.Random) -> str:
 
 def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0,
                       wide_share: float = 0.0, mixed_share: float = 0.0,
+                      peak_habit_share: float = 0.0, peak_habit_from: float = 100,
                       env_seed: int = 0) -> list[dict]:
     """`count` rows shaped like the hub's train rows (prompt, answer, info with a
     reference_completion), drawn fresh from `seed`."""
@@ -106,6 +126,9 @@ def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0
     # the grammar draws from its own stream, so a corpus without it (mixed_share 0) is exactly
     # the stream that earlier students were built from
     mixed_rng = random.Random(f"warm-mixed|{seed}")
+    # likewise: no habit, the same stream. (Named as bench/selection_weakness.py names its habit
+    # stream, so that its peak variant and this corpus plant the habit on the same rows.)
+    habit_rng = random.Random(f"slip|{seed}")
     out: list[dict] = []
     while len(out) < count:
         wide = rng.random() < wide_share
@@ -117,6 +140,9 @@ def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0
             if want_three is None or reaches_three_digits(p) == want_three:
                 break
         row = make_row(p, "OOD100" if wide else "ID50", "warm_start", text_rng)
+        if (peak_habit_share > 0 and peak_stock(p) >= peak_habit_from
+                and habit_rng.random() < peak_habit_share):
+            row["info"]["reference_completion"] = peak_answer_completion(p)
         question = row.pop("question")
         if mixed_share > 0 and mixed_rng.random() < mixed_share:
             question = render_mixed(p, mixed_rng)
