@@ -185,9 +185,8 @@ QUESTIONS = [
 
 # The "plain" style keeps the ledger's usual sentence order (an opening count, two deliveries,
 # two withdrawals, the question) and varies only the nouns, the question and the distractors:
-# the register a student that has only seen plain ledgers can still read, and the one the train
-# rollouts measured it in. The built-in teacher starts in it and moves to the story style when
-# the gradient probe shows whole groups of plain rows solved (driver.teachers.builtin.choose_style).
+# the register a student that has only seen plain ledgers can still read. The teacher switches
+# to it when the gradient probe shows the story style is out of the student's reach.
 PLAIN = [
     "{place_cap} starts the day with {n0} {item}.",
     "A first delivery brings {a} {item}, and a second delivery brings {b} more.",
@@ -195,12 +194,26 @@ PLAIN = [
 ]
 STYLES = ("stories", "plain")
 
+# The surface features a row draws at these rates (the rest of its features come from the
+# problem). A teacher may turn one down to 0 where the student has been seen never to solve it:
+# such rows carry no gradient. Plain rows keep their distractors whatever is asked: with the
+# ledger's fixed sentence order they are most of what keeps two plain questions from being
+# clones, so there the teacher answers with the story style instead.
+SURFACE_SHARES = {"distractor_numbers": 0.45, "interleaved_order": 0.3}
 
-def feature_definitions(style: str) -> dict:
-    """The features rows of this style can carry (plain rows keep chronological order)."""
+
+def surface_shares(style: str, surface: dict | None = None) -> dict:
+    shares = {**SURFACE_SHARES, **(surface or {})}
     if style == "plain":
-        return {k: v for k, v in FEATURE_DEFINITIONS.items() if k != "interleaved_order"}
-    return dict(FEATURE_DEFINITIONS)
+        shares["distractor_numbers"] = SURFACE_SHARES["distractor_numbers"]
+        shares["interleaved_order"] = 0.0   # plain rows keep chronological order
+    return shares
+
+
+def feature_definitions(style: str, surface: dict | None = None) -> dict:
+    """The features rows of this style (and surface shares) can carry."""
+    shares = surface_shares(style, surface)
+    return {k: v for k, v in FEATURE_DEFINITIONS.items() if shares.get(k, 1.0) > 0}
 
 
 def render(p: dict, rng: random.Random, distractor: bool, interleaved: bool,
@@ -251,11 +264,14 @@ PROBLEM_FEATURES = {
 
 
 def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", seed: int = 0,
-             skeleton_share: float = 0.4, prior: list[str] = (), style: str = "stories") -> list[dict]:
+             skeleton_share: float = 0.4, prior: list[str] = (), style: str = "stories",
+             surface: dict | None = None) -> list[dict]:
     """Write rows for the weakness report's bucket allocations. `skeletons` are failed train
     problems: {"source": "train_step_S_idx_I", "problem": {...}}; `prior` are earlier
     iterations' datasets, whose clones are avoided; `style` is "stories" (varied cover stories,
-    interleaved order) or "plain" (the ledger's usual sentence order)."""
+    interleaved order) or "plain" (the ledger's usual sentence order); `surface` overrides
+    SURFACE_SHARES (see surface_shares)."""
+    shares = surface_shares(style, surface)
     rng = random.Random(seed)
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
@@ -291,8 +307,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                     and not any(PROBLEM_FEATURES[f](p) for f in lagging)):
                 lag_redraws += 1
                 continue
-            distractor = rng.random() < 0.45
-            interleaved = style != "plain" and rng.random() < 0.3
+            distractor = shares["distractor_numbers"] > 0 and rng.random() < shares["distractor_numbers"]
+            interleaved = shares["interleaved_order"] > 0 and rng.random() < shares["interleaved_order"]
             feats = features(p, distractor, interleaved)
             if difficulty(feats) != want:
                 continue
@@ -316,12 +332,14 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
 
 
 def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0,
-               style: str = "plain") -> list[dict]:
+               style: str = "plain", surface: dict | None = None) -> list[dict]:
     """Control C's rows: `count` problems from the family's plain distribution (the train
-    split's operand range, no bucket constraint, no skeleton of a failure), worded in `style`.
+    split's operand range, no bucket constraint, no skeleton of a failure), worded in `style`
+    with the same `surface` shares as the iteration it is compared with.
     Same row schema as `generate`, so the same env wrapper trains on them; nothing in them is
     aimed at a weakness."""
     rng = random.Random(f"untargeted|{seed}")
+    shares = surface_shares(style, surface)
     writer = RowWriter(out)
     seen: set = set()
     attempts = 0
@@ -330,8 +348,8 @@ def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0,
         if attempts > count * 5000:
             raise RuntimeError(f"cannot draw {count} distinct untargeted rows")
         p = sample_problem(rng)
-        distractor = rng.random() < 0.45
-        interleaved = style != "plain" and rng.random() < 0.3
+        distractor = shares["distractor_numbers"] > 0 and rng.random() < shares["distractor_numbers"]
+        interleaved = shares["interleaved_order"] > 0 and rng.random() < shares["interleaved_order"]
         question = render(p, rng, distractor, interleaved, style)
         key = clone_key(question)
         if key in seen:

@@ -325,7 +325,7 @@ def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs)
     assert files_with_canary(rd) == []
 
 
-def test_builtin_teacher_writes_plain_rows_that_pass_the_gate_and_escalates_on_an_all_solved_probe(tmp_path):
+def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_the_gate(tmp_path):
     import verifiers as vf
 
     from driver import generator
@@ -353,23 +353,61 @@ def test_builtin_teacher_writes_plain_rows_that_pass_the_gate_and_escalates_on_a
     assert rep.passed, rep.render()
     first = json.loads((brief.iter_dir / "dataset.jsonl").open().readline())["question"]
     assert " starts the day with " in first and "A first delivery brings" in first
-    # without a probe the teacher starts in the plain style too: the register the train
-    # rollouts measured the student in, so that C's untargeted rows and these differ in aim only
+    # without that evidence the teacher keeps the story style
     d2 = tmp_path / "again"
     d2.mkdir()
     brief2 = _brief(d2, "stock_arithmetic", rows)
     BuiltinTeacher().teach(brief2)
-    assert json.loads((brief2.iter_dir / "weakness.json").read_text())["style"] == "plain"
-    # an attempt sent back with all-solved groups dominating comes back in the harder stories
-    d3 = tmp_path / "easy"
-    d3.mkdir()
-    brief3 = _brief(d3, "stock_arithmetic", rows)
-    brief3.last_probe = {"prompts": 32, "k": 4, "live_fraction": 0.03, "all_solved": 30,
-                         "none_solved": 1, "mean_reward": 0.95, "min_live": 0.1, "passed": False}
-    brief3.attempt = 1
-    BuiltinTeacher().teach(brief3)
-    w3 = json.loads((brief3.iter_dir / "weakness.json").read_text())
-    assert w3["style"] == "stories" and "interleaved_order" in {f["name"] for f in w3["structural_features"]}
+    assert json.loads((brief2.iter_dir / "weakness.json").read_text())["style"] == "stories"
+
+
+def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_control_c_follows(tmp_path):
+    """Rows whose distractors the student never solved in the gradient probe carry no gradient:
+    the next dataset draws none (and still passes the gate); the other surface stays, and
+    control C's untargeted rows take the same shares."""
+    import verifiers as vf
+
+    from driver import generator
+    from driver.gates import dataset as gate
+    from driver.gates import accuracy, decontam
+    from driver.teachers.builtin import SURFACE_EVIDENCE, BuiltinTeacher, surface_reach
+    from generators import stock_arithmetic as fam
+
+    train = list(vf.load_environment("stock_arithmetic").get_dataset())[:120]
+    rows = [{"prompt": r["prompt"], "completion": "x", "answer": r["answer"], "info": r["info"],
+             "reward": float(i % 3 == 0)} for i, r in enumerate(train)]
+    brief = _brief(tmp_path, "stock_arithmetic", sorted(rows, key=lambda r: r["reward"]))
+    # the last attempt's probe: distractor rows never solved, interleaved ones sometimes
+    probe = [{"info": {"structural_features": feats}, "reward": reward}
+             for feats, reward in [(["carry", "distractor_numbers"], 0.0)] * SURFACE_EVIDENCE
+             + [(["borrow", "interleaved_order"], float(i % 4 == 0)) for i in range(SURFACE_EVIDENCE)]]
+    (brief.iter_dir / "probe_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in probe))
+    reach = surface_reach(brief, fam)
+    assert reach["distractor_numbers"] == {"probe_rollouts": SURFACE_EVIDENCE, "solved": 0, "off": True}
+    assert reach["interleaved_order"]["off"] is False and reach["interleaved_order"]["solved"] == 4
+    BuiltinTeacher().teach(brief)
+    w = json.loads((brief.iter_dir / "weakness.json").read_text())
+    assert w["surface"] == {"distractor_numbers": 0.0} and w["style"] == "stories"
+    assert "distractor_numbers" not in {f["name"] for f in w["structural_features"]}
+    assert "never solved" in (brief.iter_dir / "weakness_report.md").read_text()
+    assert generator.run(brief.iter_dir)["ok"]
+    out = [json.loads(x) for x in (brief.iter_dir / "dataset.jsonl").read_text().splitlines()]
+    assert not any("distractor_numbers" in r["info"]["structural_features"] for r in out)
+    assert sum("interleaved_order" in r["info"]["structural_features"] for r in out) > 0.1 * len(out)
+    rep = gate.check(brief.iter_dir / "dataset.jsonl", w,
+                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
+                     scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
+                                                brief.iter_dir / "dataset.jsonl"))
+    assert rep.passed, rep.render()
+    # one sometimes-solved rollout short of the evidence: the surface stays
+    (brief.iter_dir / "probe_rollouts.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in probe[1:SURFACE_EVIDENCE]))
+    assert surface_reach(brief, fam)["distractor_numbers"]["off"] is False
+    # control C draws its untargeted rows with the same shares
+    c = fam.untargeted(300, out=str(tmp_path / "c.jsonl"), style="stories", surface=w["surface"])
+    assert not any("distractor_numbers" in r["info"]["structural_features"] for r in c)
+    plain = fam.untargeted(300, out=str(tmp_path / "p.jsonl"), style="plain", surface=w["surface"])
+    assert any("distractor_numbers" in r["info"]["structural_features"] for r in plain)   # kept there
 
 
 def test_builtin_teacher_aims_at_the_edge_of_competence_from_pass_rates(tmp_path):

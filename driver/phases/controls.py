@@ -92,8 +92,8 @@ def _record_failure(ctx: Ctx, which: str, e: Exception) -> None:
 
 def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
     """Control C's dataset: as many rows as the best iteration's, with nothing aimed at a
-    weakness. The family generator's `untargeted` (in the best iteration's surface style, so
-    wording is not what differs) where the env has one, else a seeded resample of the hub's
+    weakness. The family generator's `untargeted` (in the best iteration's surface style and
+    surface shares, so wording is not what differs) where the env has one, else a seeded resample of the hub's
     train rows."""
     import importlib
 
@@ -104,10 +104,11 @@ def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
     fam = importlib.import_module(fam_name) if fam_name else None
     if fam is not None and hasattr(fam, "untargeted"):
         weakness = ctx.rd.path / Path(best["dataset"]).parent / "weakness.json"
-        style = read_json(weakness).get("style") if weakness.exists() else None
+        spec = read_json(weakness) if weakness.exists() else {}
+        style, surface = spec.get("style"), spec.get("surface")
         # both writers write beside `dest` and rename into place
         fam.untargeted(count, out=str(dest), seed=ctx.state.seed,
-                       **({"style": style} if style else {}))
+                       **({"style": style} if style else {}), **({"surface": surface} if surface else {}))
         source = f"{fam_name}.untargeted" + (f" (style {style})" if style else "")
     else:
         envs.sample_train_rows(ctx.backend.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)

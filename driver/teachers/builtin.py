@@ -70,29 +70,52 @@ def failed(row: dict) -> bool:
 
 
 def choose_style(brief: Brief, fam) -> str | None:
-    """The family's surface style: "plain" (the ledger's own sentence order, the register the
-    train rollouts measured the student in) until the gradient probe sends an attempt back with
-    all-solved groups dominating (then "stories", a harder surface, kept by later iterations);
-    back to "plain" when an attempt in stories comes back with none-solved dominating. Evidence
-    from the probe only: never from eval results. A family without a plain style keeps its
-    first."""
+    """The family's default surface style, or "plain" once the gradient probe has shown that
+    the student solves none of the story-style rows (in this iteration, or in an earlier one
+    that then trained on plain rows). Evidence from the probe only: never from eval results."""
     styles = getattr(fam, "STYLES", ())
     if "plain" not in styles:
         return None
-    harder = [s for s in styles if s != "plain"]
-    if not harder:
+    p = brief.last_probe
+    if p and not p.get("passed", True) and p.get("all_solved") == 0:
         return "plain"
-    shift = difficulty_shift(brief)
-    if shift:   # the last attempt was sent back: harder when all-solved dominated, else easier
-        return harder[0] if shift > 0 else "plain"
     for k in range(1, brief.iteration):
         w = brief.run_dir / f"iter_{k}" / "weakness.json"
-        if w.exists() and json.loads(w.read_text()).get("style") == harder[0]:
-            return harder[0]
-    return "plain"
+        if w.exists() and json.loads(w.read_text()).get("style") == "plain":
+            return "plain"
+    return styles[0]
 
 
 NEVER_SOLVED = 0.97   # a structure failed this often is out of reach: no group would vary
+SURFACE_EVIDENCE = 16  # probe rollouts a surface feature needs before its solve rate counts
+
+
+def surface_reach(brief: Brief, fam) -> dict[str, dict]:
+    """Each surface feature the family draws at a rate (fam.SURFACE_SHARES: distractors,
+    interleaving) with its solve rate over every gradient-probe rollout of this run so far
+    (earlier iterations' and this iteration's last attempt: the student on the teacher's own
+    rows, never eval rows), and `off` when it was seen often enough and never solved: such rows
+    carry no gradient, so the next dataset draws none."""
+    names = list(getattr(fam, "SURFACE_SHARES", {}))
+    if not names:
+        return {}
+    rewards: dict[str, list[float]] = {k: [] for k in names}
+    for k in range(1, brief.iteration + 1):
+        path = brief.run_dir / f"iter_{k}" / "probe_rollouts.jsonl"
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            row = json.loads(line) if line.strip() else {}
+            feats = set((row.get("info") or {}).get("structural_features") or [])
+            for name in names:
+                if name in feats:
+                    rewards[name].append(float(row.get("reward", 0)))
+    out = {}
+    for name, got in rewards.items():
+        solved = sum(r >= SUCCESS_THRESHOLD for r in got)
+        out[name] = {"probe_rollouts": len(got), "solved": solved,
+                     "off": len(got) >= SURFACE_EVIDENCE and solved <= (1 - NEVER_SOLVED) * len(got)}
+    return out
 
 
 def difficulty_shift(brief: Brief) -> int:
@@ -135,6 +158,8 @@ class BuiltinTeacher:
         rows = brief.failures()
         n_failed = sum(map(failed, rows))
         style = choose_style(brief, fam)
+        reach = surface_reach(brief, fam)
+        surface = {k: 0.0 for k, v in reach.items() if v["off"]}
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
         # failure rate of each bucket's structure over every rollout of the last train steps
@@ -169,9 +194,11 @@ class BuiltinTeacher:
             } for d, subs in ranked],
             "allocations": alloc,
             "structural_features": [{"name": k, "definition": v} for k, v in (
-                fam.feature_definitions(style) if hasattr(fam, "feature_definitions")
+                fam.feature_definitions(style, surface) if hasattr(fam, "feature_definitions")
                 else fam.FEATURE_DEFINITIONS).items()],
             "style": style,
+            "surface": surface,
+            "surface_reach": reach,
             "difficulty_shift": shift,
             "train_rollouts_read": len(sample),
             "metrics_failed_vs_passed": metric_means(rows),
@@ -183,7 +210,8 @@ class BuiltinTeacher:
         atomic_write_json(d / "skeletons.json", skeletons)
         atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed))
         atomic_write_text(d / "gen_dataset.py", GEN_SCRIPT.format(
-            family=fam.__name__, style_arg="" if style is None else f", style={style!r}",
+            family=fam.__name__, style_arg=("" if style is None else f", style={style!r}")
+            + (f", surface={surface!r}" if surface else ""),
             seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
             prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports]))
         atomic_write_text(d / "scratchpad_entry.md",
@@ -204,6 +232,11 @@ class BuiltinTeacher:
         if w["metrics_failed_vs_passed"]:
             lines += ["", "## Reward components (mean over failed / passed rollouts)"]
             lines += [f"- {k}: {a} / {b}" for k, (a, b) in w["metrics_failed_vs_passed"].items()]
+        if w.get("surface_reach"):
+            lines += ["", "## Surface features in the gradient probe's rollouts (this run so far)"]
+            lines += [f"- {k}: {v['solved']} of {v['probe_rollouts']} solved"
+                      + (" — never solved, so no group varies: left out of this dataset" if v["off"] else "")
+                      for k, v in w["surface_reach"].items()]
         lines += ["", "## structural_features"]
         lines += [f"- {f['name']}: {f['definition']}" for f in w["structural_features"]]
         return "\n".join(lines) + "\n"
