@@ -31,6 +31,8 @@ def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries
     d = rd / "iter_1"
     assert (d / "probe.json.rejected-1").exists() and (d / "probe.json.rejected-2").exists()
     first = json.loads((d / "probe.json.rejected-1").read_text())
+    # each attempt's rollouts are kept beside its record (the teacher reads them all)
+    assert (d / "probe_rollouts.jsonl.rejected-1").exists() and (d / "probe_rollouts.jsonl.rejected-2").exists()
     assert first["live_fraction"] == 0.0 and first["passed"] is False and first["prompts"] == 32
     # the built-in teacher's second attempt answers the probe's numbers: rows nobody solved
     # come back in the plain style, rows everybody solved keep the story style

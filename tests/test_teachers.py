@@ -381,7 +381,9 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     probe = [{"info": {"structural_features": feats}, "reward": reward}
              for feats, reward in [(["carry", "distractor_numbers"], 0.0)] * SURFACE_EVIDENCE
              + [(["borrow", "interleaved_order"], float(i % 4 == 0)) for i in range(SURFACE_EVIDENCE)]]
-    (brief.iter_dir / "probe_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in probe))
+    # a rejected attempt's rollouts, as the loop sets them aside
+    (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").write_text(
+        "".join(json.dumps(r) + "\n" for r in probe))
     reach = surface_reach(brief, fam)
     assert reach["distractor_numbers"] == {"probe_rollouts": SURFACE_EVIDENCE, "solved": 0, "off": True}
     assert reach["interleaved_order"]["off"] is False and reach["interleaved_order"]["solved"] == 4
@@ -399,7 +401,8 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
                      scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
                                                 brief.iter_dir / "dataset.jsonl"))
     assert rep.passed, rep.render()
-    # one sometimes-solved rollout short of the evidence: the surface stays
+    # one rollout short of the evidence: the surface stays
+    (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").unlink()
     (brief.iter_dir / "probe_rollouts.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in probe[1:SURFACE_EVIDENCE]))
     assert surface_reach(brief, fam)["distractor_numbers"]["off"] is False

@@ -168,8 +168,9 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
     ctx.say(f"[iter_{n}] dataset rejected (attempt {attempts}/{ctx.state.teacher_retries}): "
             + "; ".join(failures[:4]))
     # set the teacher's outputs and their products aside, so all are written again
+    # (the probe's rollouts too: the built-in teacher reads every attempt's, see surface_reach)
     for name in (*teachers.OUTPUTS, hparams_gate.FILE, "dataset.jsonl", "dataset_record.json",
-                 "probe.json"):
+                 "probe.json", "probe_rollouts.jsonl"):
         p = d / name
         if p.exists():
             p.rename(d / f"{name}.rejected-{attempts}")

@@ -93,17 +93,17 @@ SURFACE_EVIDENCE = 16  # probe rollouts a surface feature needs before its solve
 def surface_reach(brief: Brief, fam) -> dict[str, dict]:
     """Each surface feature the family draws at a rate (fam.SURFACE_SHARES: distractors,
     interleaving) with its solve rate over every gradient-probe rollout of this run so far
-    (earlier iterations' and this iteration's last attempt: the student on the teacher's own
-    rows, never eval rows), and `off` when it was seen often enough and never solved: such rows
-    carry no gradient, so the next dataset draws none."""
+    (every attempt of every iteration: the student on the teacher's own rows, never eval rows),
+    and `off` when it was seen often enough and never solved: such rows carry no gradient, so
+    the next dataset draws none. The evidence stays, so a later iteration keeps it off."""
     names = list(getattr(fam, "SURFACE_SHARES", {}))
     if not names:
         return {}
     rewards: dict[str, list[float]] = {k: [] for k in names}
-    for k in range(1, brief.iteration + 1):
-        path = brief.run_dir / f"iter_{k}" / "probe_rollouts.jsonl"
-        if not path.exists():
-            continue
+    # every attempt's: a rejected one's are set aside as probe_rollouts.jsonl.rejected-N
+    paths = [p for k in range(1, brief.iteration + 1)
+             for p in sorted((brief.run_dir / f"iter_{k}").glob("probe_rollouts.jsonl*"))]
+    for path in paths:
         for line in path.read_text().splitlines():
             row = json.loads(line) if line.strip() else {}
             feats = set((row.get("info") or {}).get("structural_features") or [])
