@@ -104,11 +104,15 @@ def main() -> None:
                     help="carry: the hundreds carry forgotten at the first stock of 100 or more; "
                     "peak: the chain right, the answer the day's peak stock instead of the closing one")
     ap.add_argument("--habit-from", type=int, default=100,
-                    help="the habit applies only where the day's peak stock is at least this")
+                    help="with --habit peak: the habit applies only where the day's peak stock is "
+                    "at least this (default 100)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="save the variant student here; a later call with the same flags reuses "
                          "it instead of rebuilding (other flags are refused)")
     a = ap.parse_args(argv)
+    if a.habit == "carry" and a.habit_from != 100:
+        ap.error("--habit-from applies to --habit peak only: the carry slip happens where the "
+                 "stock first reaches 100")
     work = Path(tempfile.mkdtemp(prefix="selection-weakness-"))
     student = a.keep or work / "student"
     recipe = {k: v for k, v in vars(a).items() if k != "keep"}   # what the variant is built from

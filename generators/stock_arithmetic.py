@@ -210,6 +210,13 @@ def surface_shares(style: str, surface: dict | None = None) -> dict:
     return shares
 
 
+def draw_surface(rng: random.Random, shares: dict) -> tuple[bool, bool]:
+    """(distractor, interleaved) for one row; a share of 0 draws nothing, so the default shares
+    keep the random streams rows were drawn from before shares existed."""
+    return tuple(shares[k] > 0 and rng.random() < shares[k]
+                 for k in ("distractor_numbers", "interleaved_order"))
+
+
 def feature_definitions(style: str, surface: dict | None = None) -> dict:
     """The features rows of this style (and surface shares) can carry."""
     shares = surface_shares(style, surface)
@@ -307,8 +314,7 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                     and not any(PROBLEM_FEATURES[f](p) for f in lagging)):
                 lag_redraws += 1
                 continue
-            distractor = shares["distractor_numbers"] > 0 and rng.random() < shares["distractor_numbers"]
-            interleaved = shares["interleaved_order"] > 0 and rng.random() < shares["interleaved_order"]
+            distractor, interleaved = draw_surface(rng, shares)
             feats = features(p, distractor, interleaved)
             if difficulty(feats) != want:
                 continue
@@ -348,8 +354,7 @@ def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0,
         if attempts > count * 5000:
             raise RuntimeError(f"cannot draw {count} distinct untargeted rows")
         p = sample_problem(rng)
-        distractor = shares["distractor_numbers"] > 0 and rng.random() < shares["distractor_numbers"]
-        interleaved = shares["interleaved_order"] > 0 and rng.random() < shares["interleaved_order"]
+        distractor, interleaved = draw_surface(rng, shares)
         question = render(p, rng, distractor, interleaved, style)
         key = clone_key(question)
         if key in seen:

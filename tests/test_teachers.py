@@ -406,11 +406,35 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     (brief.iter_dir / "probe_rollouts.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in probe[1:SURFACE_EVIDENCE]))
     assert surface_reach(brief, fam)["distractor_numbers"]["off"] is False
-    # control C draws its untargeted rows with the same shares
-    c = fam.untargeted(300, out=str(tmp_path / "c.jsonl"), style="stories", surface=w["surface"])
+    # control C, as the controls phase builds it from this iteration's weakness.json, draws its
+    # untargeted rows with the same shares, and says so
+    from types import SimpleNamespace
+
+    from driver.phases.controls import untargeted_rows
+
+    said: list[str] = []
+    ctx = SimpleNamespace(rd=SimpleNamespace(path=tmp_path), hub=brief.hub,
+                          state=SimpleNamespace(seed=0), say=said.append)
+    untargeted_rows(ctx, {"dataset": "iter_1/dataset.jsonl"}, tmp_path / "c.jsonl")
+    c = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert len(c) == len(out)
     assert not any("distractor_numbers" in r["info"]["structural_features"] for r in c)
-    plain = fam.untargeted(300, out=str(tmp_path / "p.jsonl"), style="plain", surface=w["surface"])
-    assert any("distractor_numbers" in r["info"]["structural_features"] for r in plain)   # kept there
+    assert any("interleaved_order" in r["info"]["structural_features"] for r in c)
+    assert "(style stories) (surface {'distractor_numbers': 0.0})" in said[0]
+    # the plain style keeps its distractors (its wordings would be clones without them): the
+    # teacher leaves nothing out there and its report says why
+    d4 = tmp_path / "plain"
+    d4.mkdir()
+    brief4 = _brief(d4, "stock_arithmetic", rows)
+    (brief4.iter_dir / "probe_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in probe))
+    brief4.last_probe = {"prompts": 32, "k": 4, "live_fraction": 0.0, "all_solved": 0,
+                         "none_solved": 32, "mean_reward": 0.0, "min_live": 0.1, "passed": False}
+    brief4.attempt = 1
+    BuiltinTeacher().teach(brief4)
+    w4 = json.loads((brief4.iter_dir / "weakness.json").read_text())
+    assert w4["style"] == "plain" and w4["surface"] == {}
+    assert "distractor_numbers" in {f["name"] for f in w4["structural_features"]}
+    assert "never solved, but kept: plain rows need it" in (brief4.iter_dir / "weakness_report.md").read_text()
 
 
 def test_builtin_teacher_aims_at_the_edge_of_competence_from_pass_rates(tmp_path):

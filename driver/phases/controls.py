@@ -93,8 +93,8 @@ def _record_failure(ctx: Ctx, which: str, e: Exception) -> None:
 def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
     """Control C's dataset: as many rows as the best iteration's, with nothing aimed at a
     weakness. The family generator's `untargeted` (in the best iteration's surface style and
-    surface shares, so wording is not what differs) where the env has one, else a seeded resample of the hub's
-    train rows."""
+    surface shares, so wording is not what differs) where the env has one, else a seeded
+    resample of the hub's train rows."""
     import importlib
 
     from generators import FAMILIES, family_of
@@ -105,11 +105,10 @@ def untargeted_rows(ctx: Ctx, best: dict, dest: Path) -> None:
     if fam is not None and hasattr(fam, "untargeted"):
         weakness = ctx.rd.path / Path(best["dataset"]).parent / "weakness.json"
         spec = read_json(weakness) if weakness.exists() else {}
-        style, surface = spec.get("style"), spec.get("surface")
+        kept = {k: spec[k] for k in ("style", "surface") if spec.get(k)}
         # both writers write beside `dest` and rename into place
-        fam.untargeted(count, out=str(dest), seed=ctx.state.seed,
-                       **({"style": style} if style else {}), **({"surface": surface} if surface else {}))
-        source = f"{fam_name}.untargeted" + (f" (style {style})" if style else "")
+        fam.untargeted(count, out=str(dest), seed=ctx.state.seed, **kept)
+        source = f"{fam_name}.untargeted" + "".join(f" ({k} {v})" for k, v in kept.items())
     else:
         envs.sample_train_rows(ctx.backend.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)
         source = "a resample of the hub env's train rows"

@@ -159,7 +159,9 @@ class BuiltinTeacher:
         n_failed = sum(map(failed, rows))
         style = choose_style(brief, fam)
         reach = surface_reach(brief, fam)
-        surface = {k: 0.0 for k, v in reach.items() if v["off"]}
+        # only what this style can leave out (plain rows keep their distractors: clone rule)
+        surface = {k: 0.0 for k, v in reach.items()
+                   if v["off"] and fam.surface_shares(style, {k: 0.0})[k] == 0}
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
         # failure rate of each bucket's structure over every rollout of the last train steps
@@ -234,9 +236,12 @@ class BuiltinTeacher:
             lines += [f"- {k}: {a} / {b}" for k, (a, b) in w["metrics_failed_vs_passed"].items()]
         if w.get("surface_reach"):
             lines += ["", "## Surface features in the gradient probe's rollouts (this run so far)"]
-            lines += [f"- {k}: {v['solved']} of {v['probe_rollouts']} solved"
-                      + (" — never solved, so no group varies: left out of this dataset" if v["off"] else "")
-                      for k, v in w["surface_reach"].items()]
+            for k, v in w["surface_reach"].items():
+                verdict = ("" if not v["off"] else
+                           " — never solved, so no group varies: left out of this dataset"
+                           if k in w["surface"] else
+                           f" — never solved, but kept: {w['style']} rows need it")
+                lines.append(f"- {k}: {v['solved']} of {v['probe_rollouts']} solved{verdict}")
         lines += ["", "## structural_features"]
         lines += [f"- {f['name']}: {f['definition']}" for f in w["structural_features"]]
         return "\n".join(lines) + "\n"

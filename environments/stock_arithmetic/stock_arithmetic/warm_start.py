@@ -126,8 +126,9 @@ def warm_start_corpus(count: int, seed: int = 0, three_digit_share: float = -1.0
     # the grammar draws from its own stream, so a corpus without it (mixed_share 0) is exactly
     # the stream that earlier students were built from
     mixed_rng = random.Random(f"warm-mixed|{seed}")
-    # likewise: no habit, the same stream. (Named as bench/selection_weakness.py names its habit
-    # stream, so that its peak variant and this corpus plant the habit on the same rows.)
+    # likewise: no habit, the same stream. Its name picks which rows carry the habit, so it is
+    # part of the shipped demo student's recipe: renamed, the same recipe builds another student
+    # (README, "Lift research", on how much that moves the anchor)
     habit_rng = random.Random(f"slip|{seed}")
     out: list[dict] = []
     while len(out) < count:
