@@ -1,6 +1,7 @@
 """What did the teacher's rows look like to the student? For finished StockArithmetic runs: per
 iteration, the share of each dataset's rows at a peak stock of `--peak` or more and with each
-surface feature, and the gradient probe's rollouts (the student on those rows, every attempt)
+surface feature, the failing range the teacher aimed at (weakness.json's `aim`) with the share
+of the dataset inside it, and the gradient probe's rollouts (the student on those rows, every attempt)
 solved by surface and peak. Reads train-side files only (dataset.jsonl*, probe_rollouts.jsonl*):
 rows' info and rollouts' rewards, never an eval file.
 
@@ -12,6 +13,8 @@ import argparse
 import json
 from collections import defaultdict
 from pathlib import Path
+
+from generators.stock_arithmetic import in_aim
 
 SURFACES = ("distractor_numbers", "interleaved_order")
 
@@ -48,6 +51,14 @@ def main() -> None:
                       f"{sum(peak(i) >= a.peak for i in got) / len(got):>9.3f} "
                       + " ".join(f"{sum(s in i['structural_features'] for i in got) / len(got):>19.3f}"
                                  for s in SURFACES))
+            w = d / "weakness.json"
+            aim = json.loads(w.read_text()).get("aim") if w.exists() else None
+            if aim and (d / "dataset.jsonl").exists():
+                got = [r["info"]["problem"] for r in rows_of(d / "dataset.jsonl")]
+                side = "at least" if "at_least" in aim else "at most"
+                print(f"    aim: {aim['magnitude']} {side} {aim.get('at_least', aim.get('at_most'))}"
+                      f" (found by {aim['found_in']}'s teacher, share {aim['share']}):"
+                      f" {sum(in_aim(p, aim) for p in got) / len(got):.3f} of dataset.jsonl inside")
             for pr in d.glob("probe_rollouts.jsonl*"):
                 for r in rows_of(pr):
                     probe[surface_class(r["info"], a.peak)].append(float(r["reward"]))

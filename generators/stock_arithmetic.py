@@ -81,6 +81,19 @@ def depth(p: dict) -> int:
     return carries(p) + borrows(p)
 
 
+# Magnitudes of a problem whose failing range the teacher may find. A bucket's threshold is
+# fixed in advance ("the stock reaches 100"); a student's weakness has its own edge (a habit
+# that starts at a peak of 120, say), which only the train rollouts' failure rates show.
+MAGNITUDES = {"peak stock": lambda p: max(running(p)), "closing stock": solve}
+
+
+def in_aim(p: dict, aim: dict) -> bool:
+    """Whether a problem lies in a weakness report's aim: {"magnitude": name of MAGNITUDES,
+    "at_least": t} or {"magnitude": ..., "at_most": t}."""
+    v = MAGNITUDES[aim["magnitude"]](p)
+    return v >= aim["at_least"] if "at_least" in aim else v <= aim["at_most"]
+
+
 def difficulty(feats: list[str]) -> str:
     return "hard" if len(feats) >= 3 else "medium" if len(feats) == 2 else "easy"
 
@@ -120,6 +133,26 @@ def sample_problem(rng: random.Random, hi: int = MAX_OPERAND) -> dict:
     first = rng.randint(0, min(hi, available))
     second = rng.randint(0, min(hi, available - first))
     return {"initial": initial, "deliveries": deliveries, "withdrawals": [first, second]}
+
+
+def sample_in_aim(rng: random.Random, aim: dict, hi: int = MAX_OPERAND) -> dict:
+    """A fresh problem inside an aim, its magnitude drawn evenly over the range rather than as
+    the train split spreads it: there a peak thins out fast above 100, so a range's far end,
+    the part the student has practised least, would get almost no rows. A peak stock is built
+    to its value; any other magnitude is drawn until it falls in the range."""
+    if aim["magnitude"] != "peak stock":
+        while True:
+            p = sample_problem(rng, hi)
+            if in_aim(p, aim):
+                return p
+    lo, top = (aim["at_least"], 3 * hi) if "at_least" in aim else (0, aim["at_most"])
+    peak = rng.randint(max(0, lo), min(3 * hi, top))
+    initial = rng.randint(max(0, peak - 2 * hi), min(hi, peak))
+    first = rng.randint(max(0, peak - initial - hi), min(hi, peak - initial))
+    p = {"initial": initial, "deliveries": [first, peak - initial - first], "withdrawals": [0, 0]}
+    out = rng.randint(0, min(hi, peak))
+    p["withdrawals"] = [out, rng.randint(0, min(hi, peak - out))]
+    return p
 
 
 def perturb(p: dict, rng: random.Random, hi: int = MAX_OPERAND) -> dict:
@@ -268,6 +301,29 @@ PROBLEM_FEATURES = {
     "three_digit_total": lambda p: max(running(p)) >= 100,
     "near_zero_result": lambda p: solve(p) <= 9,
 }
+SCARCE_FLOOR = 0.12   # the gate's 10% with a margin: what an aim's rare feature is given
+
+
+def owed_features(aim: dict, plan: list, defined: list[str], seed: int) -> tuple[set, dict]:
+    """With an aim, a defined feature that rows in the range rarely carry (no peak of 120 ends
+    below 10 when withdrawals are at most 50) must come from the other rows: the buckets whose
+    plain rows carry it at all (5% or more) owe it on a share of their rows large enough for
+    SCARCE_FLOOR of the dataset. Returns (rare features, {bucket key: {feature: share}}).
+    Measured by drawing on a stream of its own, so the rows themselves are drawn as before."""
+    side = random.Random(f"aim|{seed}")
+    drawn = [sample_in_aim(side, aim) for _ in range(400)]
+    scarce = {f for f in defined if sum(map(PROBLEM_FEATURES[f], drawn)) < FEATURE_FLOOR * len(drawn)}
+    fits = {key: [p for p in (sample_problem(side) for _ in range(2000)) if constraint(p)]
+            for key, constraint, _ in plan} if scarce else {}
+    total = sum(t for _, _, t in plan)
+    owed: dict = {}
+    for f in sorted(scarce):
+        able = [(key, t) for key, _, t in plan
+                if fits[key] and sum(map(PROBLEM_FEATURES[f], fits[key])) >= 0.05 * len(fits[key])]
+        supply = sum(t for _, t in able)   # none able: the gate's floor line says so
+        for key, _ in able:
+            owed.setdefault(key, {})[f] = min(1.0, SCARCE_FLOOR * total / supply)
+    return scarce, owed
 
 
 def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", seed: int = 0,
@@ -277,7 +333,9 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     problems: {"source": "train_step_S_idx_I", "problem": {...}}; `prior` are earlier
     iterations' datasets, whose clones are avoided; `style` is "stories" (varied cover stories,
     interleaved order) or "plain" (the ledger's usual sentence order); `surface` overrides
-    SURFACE_SHARES (see surface_shares)."""
+    SURFACE_SHARES (see surface_shares). Where the report has an `aim` (a magnitude range, see
+    in_aim, with its `share`), that share of the rows lies in the range, across the buckets
+    whose structure allows it."""
     shares = surface_shares(style, surface)
     rng = random.Random(seed)
     writer = RowWriter(out)
@@ -286,8 +344,16 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     defined = [f["name"] for f in weakness.get("structural_features", [])
                if f.get("name") in PROBLEM_FEATURES]
     carried = {f: 0 for f in defined}   # rows made so far that carry each defined feature
-    for key, constraint, target in bucket_plan(weakness, BUCKETS, "stock_arithmetic"):
+    aim = weakness.get("aim")
+    aimed = 0                           # rows made so far inside the aim
+    plan = list(bucket_plan(weakness, BUCKETS, "stock_arithmetic"))
+    scarce, owed = owed_features(aim, plan, defined, seed) if aim else (set(), {})
+    in_range = [s for s in usable if aim and in_aim(s["problem"], aim)]
+    for key, constraint, target in plan:
         attempts, lag_redraws = 0, 0
+        due = owed.get(key, {})                 # {feature: share of this bucket's rows}
+        due_made = {f: 0 for f in due}
+        aimed_here = [s for s in in_range if constraint(s["problem"])]
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
         skel_made, skel_misses = 0, 0
         while quota.made < target:
@@ -299,16 +365,26 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             # skeleton fits this bucket's structure (then fresh samples fill it)
             behind = skel_made < skeleton_share * (quota.made + 1)
             use_skeleton = bool(usable) and skel_misses < 20000 and (behind or rng.random() < skeleton_share)
+            made = len(writer.rows) + 1
+            short = [f for f, q in due.items() if due_made[f] < q * (quota.made + 1)]
+            # behind the aim's share (and owing no rare feature), a fresh row is drawn in the
+            # range, spread evenly over it
+            from_aim = bool(aim) and not use_skeleton and not short and aimed < aim["share"] * made
             if use_skeleton:
-                sk = rng.choice(usable)
+                # behind the aim, a paraphrase of a failure inside the range where there is one
+                sk = rng.choice(aimed_here if aimed_here and aimed < aim["share"] * made else usable)
                 p, source = perturb(sk["problem"], rng), f"skeleton:{sk['source']}"
+            elif from_aim:
+                p, source = sample_in_aim(rng, aim), f"template:{key[1]}"
             else:
                 p, source = sample_problem(rng), f"template:{key[1]}"
             if not valid(p) or not constraint(p):
                 skel_misses += use_skeleton
                 continue
-            made = len(writer.rows) + 1
-            lagging = [f for f in defined if carried[f] < FEATURE_FLOOR * made]
+            if short and not any(PROBLEM_FEATURES[f](p) for f in short):
+                continue
+            # the rare features of an aim are owed by buckets (above), not chased row by row
+            lagging = [f for f in defined if carried[f] < FEATURE_FLOOR * made and f not in scarce]
             # a bucket whose constraint excludes a lagging feature stops redrawing for it
             if (lagging and lag_redraws < target * 200 and rng.random() < 0.8
                     and not any(PROBLEM_FEATURES[f](p) for f in lagging)):
@@ -325,6 +401,9 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             if not quota.claim(question, dp):
                 continue
             skel_made += use_skeleton
+            aimed += from_aim or (bool(aim) and use_skeleton and in_aim(p, aim))
+            for f in due:
+                due_made[f] += PROBLEM_FEATURES[f](p)
             for f in defined:
                 carried[f] += PROBLEM_FEATURES[f](p)
             writer.add(question, str(solve(p)), {

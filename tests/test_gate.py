@@ -292,3 +292,24 @@ def test_the_generators_library_requires_the_schema_the_gate_checks():
 
     assert set(REQUIRED_INFO) == set(rules.REQUIRED_INFO)
     assert {f.name for f in rules.ROW_FIELDS} >= {f"info.{k}" for k in REQUIRED_INFO}
+
+
+def test_problems_drawn_in_an_aim_are_valid_inside_it_and_spread_over_it():
+    """The teacher's failing range is drawn evenly over the range, not as the train split
+    spreads it (where a peak thins out fast above 100), and every problem is a valid one."""
+    import random
+
+    from generators.stock_arithmetic import MAGNITUDES, in_aim, sample_in_aim, valid
+
+    rng = random.Random(0)
+    for aim in ({"magnitude": "peak stock", "at_least": 120}, {"magnitude": "peak stock", "at_most": 40},
+                {"magnitude": "closing stock", "at_least": 60}):
+        drawn = [sample_in_aim(rng, aim) for _ in range(600)]
+        assert all(valid(p) and in_aim(p, aim) for p in drawn), aim
+        values = [MAGNITUDES[aim["magnitude"]](p) for p in drawn]
+        if aim["magnitude"] == "peak stock":
+            lo, hi = (120, 150) if "at_least" in aim else (0, 40)
+            # each third of the range holds about a third of the draws
+            thirds = [sum(lo + k * (hi - lo) / 3 <= v <= lo + (k + 1) * (hi - lo) / 3 for v in values)
+                      for k in range(3)]
+            assert min(thirds) > 0.25 * len(values), thirds

@@ -385,7 +385,8 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").write_text(
         "".join(json.dumps(r) + "\n" for r in probe))
     reach = surface_reach(brief, fam)
-    assert reach["distractor_numbers"] == {"probe_rollouts": SURFACE_EVIDENCE, "solved": 0, "off": True}
+    assert reach["distractor_numbers"] == {"probe_rollouts": SURFACE_EVIDENCE, "solved": 0,
+                                           "off": True, "trial": False}
     assert reach["interleaved_order"]["off"] is False and reach["interleaved_order"]["solved"] == 4
     BuiltinTeacher().teach(brief)
     w = json.loads((brief.iter_dir / "weakness.json").read_text())
@@ -474,6 +475,70 @@ def test_builtin_teacher_aims_at_the_edge_of_competence_from_pass_rates(tmp_path
     # most rows aim at the weak structure (allocating in proportion to the failure rate, as
     # before, would give these two buckets 49%)
     assert three > 0.65 * sum(alloc.values())
+
+
+def test_builtin_teacher_finds_the_failing_range_of_a_magnitude_and_the_rows_follow(tmp_path):
+    """A constructed student fails 90% of the train problems whose peak stock is 120 or more and
+    10% of the rest: the teacher finds that edge from the train sample alone (rows with a
+    distractor, failed at any peak, do not count), draws 60% of the rows in the range, spread
+    over it rather than bunched at its low end, and the dataset still passes every gate line
+    (a peak of 120 never ends below 10, so the other buckets owe the near-zero rows). A later
+    iteration keeps the first aim, whatever its own sample shows; a student that fails evenly
+    gives no aim."""
+    import verifiers as vf
+
+    from driver import generator
+    from driver.gates import dataset as gate
+    from driver.gates import accuracy, decontam
+    from driver.teachers.builtin import AIM_SHARE, BuiltinTeacher, failing_range
+    from generators import stock_arithmetic as fam
+
+    train = list(vf.load_environment("stock_arithmetic").get_dataset())
+    peak = [max(fam.running(r["info"]["problem"])) for r in train]
+    sample = [{"step": 30, "example_id": i, "info": r["info"],
+               "reward": float((i % 10 == 0) == (peak[i] >= 120))} for i, r in enumerate(train)]
+    sample += [{"step": 30, "example_id": 2000 + i, "reward": 0.0,
+                "info": {**r["info"], "structural_features": ["carry", "distractor_numbers"]}}
+               for i, r in enumerate(train[:300]) if peak[i] < 60]
+    b = _brief(tmp_path, "stock_arithmetic", sorted(sample, key=lambda r: r["reward"])[:200])
+    b.train_sample_path = tmp_path / "train_sample.jsonl"
+    b.train_sample_path.write_text("".join(json.dumps(r) + "\n" for r in sample))
+    BuiltinTeacher().teach(b)
+    w = json.loads((b.iter_dir / "weakness.json").read_text())
+    aim = w["aim"]
+    assert aim["magnitude"] == "peak stock" and aim["at_least"] == min(v for v in peak if v >= 120)
+    assert aim["inside"]["rollouts"] == sum(v >= 120 for v in peak)    # clean rollouts only
+    assert aim["share"] == AIM_SHARE and aim["found_in"] == "iter_1"
+    report = (b.iter_dir / "weakness_report.md").read_text()
+    assert f"peak stock at least {aim['at_least']}" in report and "60% of the rows" in report
+    # no probe has seen a surface yet: each is tried on a small share of the rows
+    assert "too few to judge" in report
+    assert generator.run(b.iter_dir)["ok"]
+    rows = [json.loads(x) for x in (b.iter_dir / "dataset.jsonl").read_text().splitlines()]
+    inside = [r for r in rows if fam.in_aim(r["info"]["problem"], aim)]
+    # the aim's share holds over the buckets whose structure admits the range (none of a
+    # "withdrawal to near zero" row's peaks can reach 120)
+    open_buckets = {r["info"]["sub_domain"] for r in inside}
+    assert len(inside) >= AIM_SHARE * sum(r["info"]["sub_domain"] in open_buckets for r in rows)
+    # spread over the range: in the train split 35% of the peaks of 120 or more reach 130
+    assert sum(max(fam.running(r["info"]["problem"])) >= 130 for r in inside) > 0.5 * len(inside)
+    for f in ("distractor_numbers", "interleaved_order"):
+        assert 0.1 <= sum(f in r["info"]["structural_features"] for r in rows) / len(rows) <= 0.25
+    rep = gate.check(b.iter_dir / "dataset.jsonl", w,
+                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
+                     scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
+                                                b.iter_dir / "dataset.jsonl"))
+    assert rep.passed, rep.render()
+    # iteration 2 reads rollouts on the teacher's own rows; it keeps iteration 1's aim
+    flat = [{**r, "reward": float(r["example_id"] % 3 == 0)} for r in sample]
+    pairs = [(r, fam.structure_of(r["info"])) for r in flat]
+    assert failing_range(pairs, fam) is None
+    d2 = b.run_dir / "iter_2"
+    d2.mkdir()
+    b.iter_dir, b.iteration = d2, 2
+    b.train_sample_path.write_text("".join(json.dumps(r) + "\n" for r in flat))
+    BuiltinTeacher().teach(b)
+    assert json.loads((d2 / "weakness.json").read_text())["aim"] == aim
 
 
 def test_teacher_md_says_which_split_its_accuracies_come_from(tmp_path):

@@ -88,14 +88,22 @@ def choose_style(brief: Brief, fam) -> str | None:
 
 NEVER_SOLVED = 0.97   # a structure failed this often is out of reach: no group would vary
 SURFACE_EVIDENCE = 16  # probe rollouts a surface feature needs before its solve rate counts
+# A surface is left out at this solve rate or below: a group of 4 then varies less than one
+# time in five, and the surface is drawn on rows whatever their structure, so it dilutes the aim.
+SURFACE_OFF = 0.05
+# A surface with too little evidence either way (the hub's own rows may carry none) is drawn on
+# this share of the rows, the gate's 10% floor with a margin, until the probe has seen it: a
+# surface the student cannot read turns every row it is drawn on into a row without gradient.
+SURFACE_TRIAL = 0.15
 
 
 def surface_reach(brief: Brief, fam) -> dict[str, dict]:
     """Each surface feature the family draws at a rate (fam.SURFACE_SHARES: distractors,
     interleaving) with its solve rate over every gradient-probe rollout of this run so far
     (every attempt of every iteration: the student on the teacher's own rows, never eval rows),
-    and `off` when it was seen often enough and never solved: such rows carry no gradient, so
-    the next dataset draws none. The evidence stays, so a later iteration keeps it off."""
+    and `off` when it was seen often enough and (almost) never solved: such rows carry no
+    gradient, so the next dataset draws none; `trial` while it has too little evidence. The
+    evidence stays, so a later iteration keeps it off."""
     names = list(getattr(fam, "SURFACE_SHARES", {}))
     if not names:
         return {}
@@ -114,8 +122,62 @@ def surface_reach(brief: Brief, fam) -> dict[str, dict]:
     for name, got in rewards.items():
         solved = sum(r >= SUCCESS_THRESHOLD for r in got)
         out[name] = {"probe_rollouts": len(got), "solved": solved,
-                     "off": len(got) >= SURFACE_EVIDENCE and solved <= (1 - NEVER_SOLVED) * len(got)}
+                     "off": len(got) >= SURFACE_EVIDENCE and solved <= SURFACE_OFF * len(got),
+                     "trial": len(got) < SURFACE_EVIDENCE}
     return out
+
+
+AIM_SHARE = 0.6      # rows drawn inside a failing range; the rest keep the buckets' spread
+AIM_EVIDENCE = 12    # clean train rollouts a range needs inside it, and outside it
+AIM_P = 1e-3         # one-sided Fisher exact p a range must beat: many cuts are compared
+AIM_RATIO = 2.0      # and its failure rate must be at least this multiple of the rest's
+
+
+def _clean(r: dict, surfaces: set) -> bool:
+    return not surfaces & set((r.get("info") or {}).get("structural_features") or [])
+
+
+def failing_range(sample: list[tuple[dict, dict]], fam) -> dict | None:
+    """Where along a magnitude of the problem (fam.MAGNITUDES: the peak stock, the closing
+    stock) the student's train rollouts fail far more often than elsewhere: the cut ("at least
+    t" or "at most t") whose inside fails most clearly more than its outside, by a one-sided
+    Fisher exact test. Only rollouts without a surface feature count (a distractor fails a row
+    whatever its numbers). `sample` holds (train rollout, problem) pairs; None when no cut has
+    the evidence (AIM_EVIDENCE each side, p < AIM_P, a failure rate AIM_RATIO times the rest's)."""
+    from scipy.stats import fisher_exact
+
+    surfaces = set(getattr(fam, "SURFACE_SHARES", {}))
+    clean = [(p, failed(r)) for r, p in sample if _clean(r, surfaces)]
+    best = None
+    for name, measure in getattr(fam, "MAGNITUDES", {}).items():
+        values = [(measure(p), f) for p, f in clean]
+        for t in sorted({v for v, _ in values}):
+            for side in ("at_least", "at_most"):
+                inside = [f for v, f in values if (v >= t if side == "at_least" else v <= t)]
+                n_in, f_in = len(inside), sum(inside)
+                n_out, f_out = len(values) - n_in, sum(f for _, f in values) - f_in
+                if min(n_in, n_out) < AIM_EVIDENCE or f_in * n_out < AIM_RATIO * f_out * n_in:
+                    continue
+                p = fisher_exact([[f_in, n_in - f_in], [f_out, n_out - f_out]],
+                                 alternative="greater")[1]
+                if p < AIM_P and (best is None or p < best["p"]):
+                    best = {"magnitude": name, side: t, "p": float(p),
+                            "inside": {"rollouts": n_in, "failed": f_in},
+                            "outside": {"rollouts": n_out, "failed": f_out}}
+    return best
+
+
+def earlier_aim(brief: Brief) -> dict | None:
+    """The first aim an earlier iteration's report found. Every iteration trains from iter_0's
+    checkpoint, and iteration 1 reads that very student on the hub's own rows; a later one reads
+    a student that the next arm does not start from, on rows the teacher chose (already bunched
+    in the range, so their failures say more about that choice than about the student's edge)."""
+    for k in range(1, brief.iteration):
+        w = brief.run_dir / f"iter_{k}" / "weakness.json"
+        aim = json.loads(w.read_text()).get("aim") if w.exists() else None
+        if aim:
+            return {**aim, "found_in": aim.get("found_in", f"iter_{k}")}
+    return None
 
 
 def difficulty_shift(brief: Brief) -> int:
@@ -159,9 +221,12 @@ class BuiltinTeacher:
         n_failed = sum(map(failed, rows))
         style = choose_style(brief, fam)
         reach = surface_reach(brief, fam)
-        # only what this style can leave out (plain rows keep their distractors: clone rule)
-        surface = {k: 0.0 for k, v in reach.items()
-                   if v["off"] and fam.surface_shares(style, {k: 0.0})[k] == 0}
+        # only what this style can leave out or turn down (plain rows keep their distractors:
+        # clone rule)
+        surface = {k: 0.0 if v["off"] else SURFACE_TRIAL for k, v in reach.items()
+                   if (v["off"] or v["trial"])
+                   and fam.surface_shares(style, {k: SURFACE_TRIAL})[k] == SURFACE_TRIAL}
+        surface = {k: v for k, v in surface.items() if v < fam.surface_shares(style)[k]}
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
         # failure rate of each bucket's structure over every rollout of the last train steps
@@ -175,6 +240,14 @@ class BuiltinTeacher:
             severity[key] = (fails + 1) / (len(hits) + 2)
             evidence[key] = fails
         shift = difficulty_shift(brief)
+        # a failing range of a magnitude (a learned threshold): the first one found in this run
+        # (earlier_aim says why), else from this sample; a probe that found the rows out of reach
+        # halves its share
+        aim = earlier_aim(brief) or failing_range(sample, fam)
+        if aim:
+            aim.setdefault("found_in", f"iter_{brief.iteration}")
+        if aim:
+            aim["share"] = AIM_SHARE / 2 if shift < 0 else AIM_SHARE
         domains: dict = {}
         for (d, s), sev in severity.items():
             domains.setdefault(d, []).append((s, sev))
@@ -201,6 +274,7 @@ class BuiltinTeacher:
             "style": style,
             "surface": surface,
             "surface_reach": reach,
+            "aim": aim,
             "difficulty_shift": shift,
             "train_rollouts_read": len(sample),
             "metrics_failed_vs_passed": metric_means(rows),
@@ -237,11 +311,23 @@ class BuiltinTeacher:
         if w.get("surface_reach"):
             lines += ["", "## Surface features in the gradient probe's rollouts (this run so far)"]
             for k, v in w["surface_reach"].items():
-                verdict = ("" if not v["off"] else
-                           " — never solved, so no group varies: left out of this dataset"
+                verdict = (f" — too few to judge: drawn on {round(100 * w['surface'][k])}% of "
+                           "the rows until the probe has seen it" if v["trial"] and k in w["surface"]
+                           else "" if not v["off"] else
+                           " — (almost) never solved, so no group varies: left out of this dataset"
                            if k in w["surface"] else
-                           f" — never solved, but kept: {w['style']} rows need it")
+                           f" — (almost) never solved, but kept: {w['style']} rows need it")
                 lines.append(f"- {k}: {v['solved']} of {v['probe_rollouts']} solved{verdict}")
+        aim = w.get("aim")
+        if aim:
+            side = "at least" if "at_least" in aim else "at most"
+            t = aim.get("at_least", aim.get("at_most"))
+            i, o = aim["inside"], aim["outside"]
+            lines += ["", "## Aim: a failing range", (
+                f"- {aim['magnitude']} {side} {t}: {i['failed']} of {i['rollouts']} clean train "
+                f"rollouts failed there against {o['failed']} of {o['rollouts']} elsewhere "
+                f"(one-sided Fisher exact p = {aim['p']:.2g}; found by {aim['found_in']}'s teacher"
+                f"). {round(100 * aim['share'])}% of the rows are drawn in this range.")]
         lines += ["", "## structural_features"]
         lines += [f"- {f['name']}: {f['definition']}" for f in w["structural_features"]]
         return "\n".join(lines) + "\n"
