@@ -343,6 +343,8 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
     BuiltinTeacher().teach(brief)
     w = json.loads((brief.iter_dir / "weakness.json").read_text())
     assert w["style"] == "plain"
+    # no probe has seen a surface yet, but plain rows keep their distractors at their share
+    assert w["surface"] == {} and w["surface_reach"]["distractor_numbers"]["trial"]
     assert "interleaved_order" not in {f["name"] for f in w["structural_features"]}
     assert "style='plain'" in (brief.iter_dir / "gen_dataset.py").read_text()
     assert generator.run(brief.iter_dir)["ok"]

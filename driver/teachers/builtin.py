@@ -221,12 +221,14 @@ class BuiltinTeacher:
         n_failed = sum(map(failed, rows))
         style = choose_style(brief, fam)
         reach = surface_reach(brief, fam)
-        # only what this style can leave out or turn down (plain rows keep their distractors:
-        # clone rule)
-        surface = {k: 0.0 if v["off"] else SURFACE_TRIAL for k, v in reach.items()
-                   if (v["off"] or v["trial"])
-                   and fam.surface_shares(style, {k: SURFACE_TRIAL})[k] == SURFACE_TRIAL}
-        surface = {k: v for k, v in surface.items() if v < fam.surface_shares(style)[k]}
+        surface = {}
+        for k, v in reach.items():
+            want = 0.0 if v["off"] else SURFACE_TRIAL if v["trial"] else None
+            # only what this style can leave out, or turn down (plain rows keep their
+            # distractors: clone rule)
+            if (want is not None and fam.surface_shares(style, {k: want})[k] == want
+                    and (v["off"] or want < fam.surface_shares(style)[k])):
+                surface[k] = want
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
         # failure rate of each bucket's structure over every rollout of the last train steps
@@ -246,7 +248,6 @@ class BuiltinTeacher:
         aim = earlier_aim(brief) or failing_range(sample, fam)
         if aim:
             aim.setdefault("found_in", f"iter_{brief.iteration}")
-        if aim:
             aim["share"] = AIM_SHARE / 2 if shift < 0 else AIM_SHARE
         domains: dict = {}
         for (d, s), sev in severity.items():
