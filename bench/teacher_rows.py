@@ -14,14 +14,14 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from generators.stock_arithmetic import in_aim
+from generators.stock_arithmetic import MAGNITUDES, SURFACE_SHARES, in_aim
+from rl_contract.classic import SUCCESS_THRESHOLD
 
-SURFACES = ("distractor_numbers", "interleaved_order")
+SURFACES = tuple(SURFACE_SHARES)
 
 
 def peak(info: dict) -> int:
-    p = info["problem"]
-    return p["initial"] + sum(p["deliveries"])
+    return MAGNITUDES["peak stock"](info["problem"])
 
 
 def rows_of(path: Path) -> list[dict]:
@@ -45,27 +45,26 @@ def main() -> None:
         print(f"  {'dataset':<36} {'rows':>5} {'peak>=' + str(a.peak):>9} "
               + " ".join(f"{s:>19}" for s in SURFACES))
         for d in sorted(run.glob("iter_*"), key=lambda p: int(p.name.split("_")[1])):
+            w = d / "weakness.json"
+            aim = json.loads(w.read_text()).get("aim") if w.exists() else None
             for ds in sorted(d.glob("dataset.jsonl*")):
                 got = [r["info"] for r in rows_of(ds)]
                 print(f"  {d.name + '/' + ds.name:<36} {len(got):>5} "
                       f"{sum(peak(i) >= a.peak for i in got) / len(got):>9.3f} "
                       + " ".join(f"{sum(s in i['structural_features'] for i in got) / len(got):>19.3f}"
                                  for s in SURFACES))
-            w = d / "weakness.json"
-            aim = json.loads(w.read_text()).get("aim") if w.exists() else None
-            if aim and (d / "dataset.jsonl").exists():
-                got = [r["info"]["problem"] for r in rows_of(d / "dataset.jsonl")]
-                side = "at least" if "at_least" in aim else "at most"
-                print(f"    aim: {aim['magnitude']} {side} {aim.get('at_least', aim.get('at_most'))}"
-                      f" (found by {aim['found_in']}'s teacher, share {aim['share']}):"
-                      f" {sum(in_aim(p, aim) for p in got) / len(got):.3f} of dataset.jsonl inside")
+                if aim and ds.name == "dataset.jsonl":   # the report beside it wrote this one
+                    side = "at least" if "at_least" in aim else "at most"
+                    print(f"    aim: {aim['magnitude']} {side} {aim.get('at_least', aim.get('at_most'))}"
+                          f" (found by {aim['found_in']}'s teacher, share {aim['share']}):"
+                          f" {sum(in_aim(i['problem'], aim) for i in got) / len(got):.3f} inside")
             for pr in d.glob("probe_rollouts.jsonl*"):
                 for r in rows_of(pr):
                     probe[surface_class(r["info"], a.peak)].append(float(r["reward"]))
     print("gradient-probe rollouts, every attempt of the runs above:")
     for k in sorted(probe):
         v = probe[k]
-        print(f"  {k:<44} {len(v):>5} rollouts, {sum(x >= 0.5 for x in v) / len(v):6.1%} solved")
+        print(f"  {k:<44} {len(v):>5} rollouts, {sum(x >= SUCCESS_THRESHOLD for x in v) / len(v):6.1%} solved")
 
 
 if __name__ == "__main__":

@@ -334,8 +334,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     iterations' datasets, whose clones are avoided; `style` is "stories" (varied cover stories,
     interleaved order) or "plain" (the ledger's usual sentence order); `surface` overrides
     SURFACE_SHARES (see surface_shares). Where the report has an `aim` (a magnitude range, see
-    in_aim, with its `share`), that share of the rows lies in the range, across the buckets
-    whose structure allows it."""
+    in_aim, with its `share`), at least that share of the rows of the buckets whose structure
+    allows it lies in the range."""
     shares = surface_shares(style, surface)
     rng = random.Random(seed)
     writer = RowWriter(out)
@@ -367,12 +367,13 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             use_skeleton = bool(usable) and skel_misses < 20000 and (behind or rng.random() < skeleton_share)
             made = len(writer.rows) + 1
             short = [f for f, q in due.items() if due_made[f] < q * (quota.made + 1)]
+            behind_aim = bool(aim) and aimed < aim["share"] * made
             # behind the aim's share (and owing no rare feature), a fresh row is drawn in the
             # range, spread evenly over it
-            from_aim = bool(aim) and not use_skeleton and not short and aimed < aim["share"] * made
+            from_aim = behind_aim and not use_skeleton and not short
             if use_skeleton:
                 # behind the aim, a paraphrase of a failure inside the range where there is one
-                sk = rng.choice(aimed_here if aimed_here and aimed < aim["share"] * made else usable)
+                sk = rng.choice(aimed_here if aimed_here and behind_aim else usable)
                 p, source = perturb(sk["problem"], rng), f"skeleton:{sk['source']}"
             elif from_aim:
                 p, source = sample_in_aim(rng, aim), f"template:{key[1]}"

@@ -11,6 +11,7 @@ import json
 import statistics
 
 from driver.errors import DriverError
+from driver.gates.rules import MIN_FEATURE_SHARE
 from driver.state import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, builtin_refusal, outputs_present
 from generators import FAMILIES, family_of
@@ -92,9 +93,9 @@ SURFACE_EVIDENCE = 16  # probe rollouts a surface feature needs before its solve
 # time in five, and the surface is drawn on rows whatever their structure, so it dilutes the aim.
 SURFACE_OFF = 0.05
 # A surface with too little evidence either way (the hub's own rows may carry none) is drawn on
-# this share of the rows, the gate's 10% floor with a margin, until the probe has seen it: a
-# surface the student cannot read turns every row it is drawn on into a row without gradient.
-SURFACE_TRIAL = 0.15
+# this share of the rows, the gate's per-feature floor with a margin, until the probe has seen
+# it: a surface the student cannot read turns every row it is drawn on into a row without gradient.
+SURFACE_TRIAL = round(1.5 * MIN_FEATURE_SHARE, 2)
 
 
 def surface_reach(brief: Brief, fam) -> dict[str, dict]:
