@@ -43,8 +43,8 @@ def main() -> None:
 
     import headroom_env as he
     import stock_arithmetic as sa
-    from driver.evaluation import wilson_interval
-    from driver.stats import paired
+    from driver.analysis.evaluation import wilson_interval
+    from driver.analysis.stats import paired
     from embedded_trainer import grpo
     from embedded_trainer.rollouts import decode, render_prompt, sample
     from generators import stock_arithmetic as fam

@@ -44,7 +44,7 @@ def summarise(run_dir: Path) -> dict:
     from driver import dialects
     from driver.context import Ctx
     from driver.phases.finalize import summary_rows
-    from driver.state import RunDir
+    from driver.run.rundir import RunDir
 
     rd = RunDir(run_dir)
     state = rd.load()

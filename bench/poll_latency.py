@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from driver import training
+from driver.backends import process as training
 from driver.backends import Backend
 
 FAKE = ("import json, sys, time\n"

@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from driver.dialects.classic import ClassicDialect  # noqa: E402
-from driver.evaluation import wilson_interval  # noqa: E402
-from driver.stats import paired  # noqa: E402
+from driver.analysis.evaluation import wilson_interval  # noqa: E402
+from driver.analysis.stats import paired  # noqa: E402
 from generators.stock_arithmetic import running  # noqa: E402
 from stock_arithmetic.data import build_splits  # noqa: E402
 

@@ -145,7 +145,7 @@ def main() -> int:
     import torch
     import verifiers as vf
 
-    from driver.evaluation import wilson_interval
+    from driver.analysis.evaluation import wilson_interval
     from embedded_trainer import recipe
     from embedded_trainer.rl import quiet_libraries
 

@@ -12,7 +12,7 @@ import time
 
 from driver import teachers
 from driver.gates import rules
-from driver.defaults import BACKEND_DEFAULTS, BACKENDS, MIN_PROMPTS_PER_STEP, RUN_DEFAULTS
+from driver.run.defaults import BACKEND_DEFAULTS, BACKENDS, MIN_PROMPTS_PER_STEP, RUN_DEFAULTS
 
 EXIT_CODES = """exit codes:
   0  finished (or, for read commands, success)
@@ -320,7 +320,8 @@ def cmd_run(a) -> int:
     from driver.context import Ctx
     from pydantic import ValidationError
 
-    from driver.state import RunDir, RunLock, RunState, validation_message
+    from driver.run.model import RunState, validation_message
+    from driver.run.rundir import RunDir, RunLock
 
     why_local = None
     if a.backend is None:
@@ -398,7 +399,7 @@ def cmd_run(a) -> int:
 def cmd_resume(a) -> int:
     from driver import loop
     from driver.context import Ctx
-    from driver.state import RunDir, RunLock
+    from driver.run.rundir import RunDir, RunLock
 
     rd = RunDir(a.run_dir)
     rd.load()  # a bad run.json or metrics.json is reported before anything else happens
@@ -408,7 +409,7 @@ def cmd_resume(a) -> int:
         if a.teacher and (a.teacher != state.teacher or a.teacher == "llm"):
             llm = _llm_config(a)
             if rd.hub_env_json.exists():   # refuse a teacher that cannot teach here, first
-                from driver.state import read_json
+                from driver.run.files import read_json
 
                 teachers.preflight(state.model_copy(update={"teacher": a.teacher, "llm": llm}),
                                        read_json(rd.hub_env_json))
@@ -421,7 +422,7 @@ def cmd_resume(a) -> int:
 
 
 def status_payload(run_dir: str) -> dict:
-    from driver.state import RunDir
+    from driver.run.rundir import RunDir
 
     rd = RunDir(run_dir)
     st = rd.load()
@@ -432,7 +433,8 @@ def status_payload(run_dir: str) -> dict:
     if tp is not None and tp.final_step is not None:   # the arm being trained: steps on disk
         from pathlib import Path
 
-        from driver import dialects, progress
+        from driver import dialects
+        from driver.reporting import progress
 
         out = Path(tp.output_dir)
         train = {"arm": out.parent.name, **progress.training(
@@ -460,7 +462,7 @@ def cmd_status(a) -> int:
     if a.json:
         print(json.dumps(p, indent=2))
         return 0
-    from driver import progress
+    from driver.reporting import progress
 
     print(f"{p['run_dir']}\n  status {p['status']} · phase {p['phase']} · iteration {p['iteration']}"
           f"\n  elapsed {progress.duration(p['elapsed_s'])} of {progress.duration(p['budget_s'])} "
@@ -479,7 +481,7 @@ def cmd_status(a) -> int:
 
 
 def cmd_introspect(a) -> int:
-    from driver import envs
+    from driver.envs import hub as envs
 
     info = envs.introspect(a.python or sys.executable, a.env, a.env_args)
     if a.json:
@@ -500,7 +502,7 @@ def cmd_validate(a) -> int:
     from driver.gates import accuracy, decontam
     from driver.gates import dataset as gate
     from driver.gates import weakness as weakness_gate
-    from driver.state import read_json
+    from driver.run.files import read_json
 
     for f in [a.dataset, a.weakness, *a.prior]:
         if not Path(f).exists():
@@ -554,9 +556,10 @@ def cmd_skill(a) -> int:
 
 
 def cmd_report(a) -> int:
-    from driver import dialects, report
+    from driver import dialects
+    from driver.reporting import report
     from driver.context import Ctx
-    from driver.state import RunDir
+    from driver.run.rundir import RunDir
 
     rd = RunDir(a.run_dir)
     state = rd.load()
@@ -572,7 +575,7 @@ def cmd_report(a) -> int:
 def cmd_diagnose(a) -> int:
     from pathlib import Path
 
-    from driver import diagnose
+    from driver.analysis import diagnose
 
     if not Path(a.rollouts).is_file():
         raise _usage(f"{a.rollouts} is not a file")
@@ -589,8 +592,9 @@ def cmd_diagnose(a) -> int:
 def cmd_export_prompts(a) -> int:
     from pathlib import Path
 
-    from driver import diagnose, export_prompts
-    from driver.state import atomic_write_text
+    from driver.analysis import diagnose
+    from driver.analysis import export_prompts
+    from driver.run.files import atomic_write_text
 
     src = Path(a.rollouts)
     if not src.is_file():
@@ -650,7 +654,7 @@ def _llm_config(a):
     """The LLM teacher's settings from --llm-* (None unless --teacher llm)."""
     if a.teacher != "llm":
         return None
-    from driver.state import LLMConfig
+    from driver.run.model import LLMConfig
     from driver.teachers.llm import DEFAULT_BASE_URL, DEFAULT_KEY_ENV
 
     if not a.llm_model:
@@ -665,7 +669,7 @@ def _run_python(run_dir) -> str:
     a run directory; this one where the backend cannot be resolved here."""
     from driver.backends import resolve
     from driver.errors import DriverError
-    from driver.state import RunDir
+    from driver.run.rundir import RunDir
 
     try:
         st = RunDir(run_dir).load()
@@ -683,7 +687,7 @@ def _usage(msg: str):
 def cmd_compact_warning(a) -> int:
     from datetime import datetime, timezone
 
-    from driver.state import RunDir, RunLock
+    from driver.run.rundir import RunDir, RunLock
 
     rd = RunDir(a.run_dir)
     rd.load()

@@ -10,8 +10,10 @@ from driver import dialects
 from driver.backends import Backend, resolve
 from driver.dialects.classic import Knobs
 from driver.errors import UsageError
-from driver.state import RunDir, RunState, read_json
-from driver.training import DEFAULT_POLL_CAP_S
+from driver.run.files import read_json
+from driver.run.model import RunState
+from driver.run.rundir import RunDir
+from driver.backends.process import DEFAULT_POLL_CAP_S
 
 
 @dataclass

@@ -10,11 +10,13 @@ phase is re-entrant.
 """
 from __future__ import annotations
 
-from driver import faults, worker
+from driver import faults
+from driver.envs import worker
 from driver.context import Ctx
 from driver.errors import DriverError, WaitingForTeacher, os_error_advice
 from driver.phases import controls, finalize, iteration, setup
-from driver.state import PhaseRecord, now
+from driver.run.model import PhaseRecord
+from driver.run.rundir import now
 
 LOOP = ("weakness", "dataset", "environment", "probe", "train", "evaluate")
 

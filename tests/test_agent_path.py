@@ -221,7 +221,7 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
 def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(tmp_path, monkeypatch):
     """The same teacher's rows, with one template's reasoning ending in a wrong total: `driver
     validate --env` (the hub's rubric, loaded in this interpreter) names the template and lines."""
-    from driver import envs
+    from driver.envs import hub as envs
     from driver.errors import WaitingForTeacher
     from driver.teachers import Brief
     from driver.teachers.agent import AgentTeacher

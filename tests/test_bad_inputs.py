@@ -51,7 +51,7 @@ def test_bad_run_flags_exit_2_and_create_nothing(tmp_path, runs, args, needle):
 # ---- a run directory that cannot be resumed as it is: exit 2, nothing changed -----------------
 
 def _run_dir(tmp_path, **over) -> "tuple":
-    from driver.state import RunState
+    from driver.run.model import RunState
 
     d = tmp_path / "runs" / "stock_arithmetic-x"
     d.mkdir(parents=True)

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from driver import envs
+from driver.envs import hub as envs
 from stock_arithmetic.data import build_splits
 
 PY = sys.executable

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from driver.errors import DriverError
-from driver.evaluation import aggregate, verdict
+from driver.analysis.evaluation import aggregate, verdict
 
 CANARY = "CANARY-eval-text-7f3a"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from driver import generator
+from driver.teachers import generator_run as generator
 
 
 def run(tmp_path, body: str, timeout: float = 60, **env):

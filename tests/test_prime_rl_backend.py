@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST, driver, driver_env, run_dir_from
-from driver import training
+from driver.backends import process as training
 from driver.backends import Backend, detect_dialect
 from driver.dialects import classic_schema
 from driver.dialects.classic import ClassicDialect, Knobs
@@ -231,7 +231,7 @@ def _ctx(tmp_path):
 
 
 def test_prestage_copies_exactly_the_four_trees(tmp_path):
-    from driver.arm import Arm, prestage
+    from driver.arms.arm import Arm, prestage
 
     src = tmp_path / "iter_0" / "prime_out"
     for step in (50, 100):

@@ -186,7 +186,8 @@ def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp
     # read from run.json's trainer record (start and final step), not from the arm's name
     from driver.cli import status_payload
     from driver.dialects.classic import ClassicDialect
-    from driver.state import RunDir, RunState, TrainerProcess
+    from driver.run.model import RunState, TrainerProcess
+    from driver.run.rundir import RunDir
 
     d = tmp_path / "run"
     out = d / "iter_1" / "prime_out"
@@ -208,7 +209,7 @@ def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp
 
 
 def test_a_compaction_warning_is_recorded_shown_and_refused_while_a_driver_runs(tmp_path, runs):
-    from driver.state import RunLock
+    from driver.run.rundir import RunLock
 
     r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), *FAST], driver_env(tmp_path))
     rd = run_dir_from(r.stdout)
@@ -254,7 +255,7 @@ def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp
     # run B's real-data block is the canonical config's train env, args included
     from driver.context import Ctx
     from driver.phases.controls import _hub_train_block
-    from driver.state import RunDir
+    from driver.run.rundir import RunDir
 
     rdir = RunDir(rd)
     ctx = Ctx(rd=rdir, state=rdir.load(), backend=None, dialect=dialects.get("classic"), quiet=True)

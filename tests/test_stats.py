@@ -5,7 +5,7 @@ from math import comb
 
 import pytest
 
-from driver.stats import mcnemar_exact, paired
+from driver.analysis.stats import mcnemar_exact, paired
 
 
 @pytest.mark.parametrize("b,c", [(0, 6), (1, 9), (4, 4), (3, 12), (0, 0)])
@@ -62,7 +62,7 @@ def test_no_discordance_is_no_evidence_and_only_shared_ids_count():
 def test_holm_matches_a_worked_example():
     # Holm (1979) step-down: sorted p = .01, .02, .03, .04 over m = 4 tests ->
     # .01*4 = .04, .02*3 = .06, .03*2 = .06 (monotone), .04*1 = .04 -> raised to .06
-    from driver.stats import holm
+    from driver.analysis.stats import holm
 
     got = holm({"iter_1": 0.03, "iter_2": 0.01, "iter_3": 0.04, "iter_4": 0.02})
     assert got == pytest.approx({"iter_2": 0.04, "iter_4": 0.06, "iter_1": 0.06, "iter_3": 0.06})

@@ -61,7 +61,7 @@ def _brief(tmp_path, env_id, rows):
 def test_builtin_teacher_passes_the_gate_and_ranks_the_failing_structure_first(tmp_path, env_id, fails):
     import verifiers as vf
 
-    from driver import generator
+    from driver.teachers import generator_run as generator
     from driver.gates import dataset as gate
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import BuiltinTeacher
@@ -232,7 +232,7 @@ def test_llm_teacher_is_re_asked_with_the_gate_lines_and_no_eval_canary_reaches_
 
 
 def test_llm_teacher_speaks_anthropic_messages_api(tmp_path):
-    from driver.state import LLMConfig
+    from driver.run.model import LLMConfig
     from driver.teachers.llm import LLMTeacher
 
     files = teacher_files.passing([], 1, "stock_arithmetic")
@@ -328,7 +328,7 @@ def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs)
 def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_the_gate(tmp_path):
     import verifiers as vf
 
-    from driver import generator
+    from driver.teachers import generator_run as generator
     from driver.gates import dataset as gate
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import BuiltinTeacher
@@ -369,7 +369,7 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     control C's untargeted rows take the same shares."""
     import verifiers as vf
 
-    from driver import generator
+    from driver.teachers import generator_run as generator
     from driver.gates import dataset as gate
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import SURFACE_EVIDENCE, BuiltinTeacher, surface_reach
@@ -489,7 +489,7 @@ def test_builtin_teacher_finds_the_failing_range_of_a_magnitude_and_the_rows_fol
     gives no aim."""
     import verifiers as vf
 
-    from driver import generator
+    from driver.teachers import generator_run as generator
     from driver.gates import dataset as gate
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import AIM_SHARE, BuiltinTeacher, failing_range
@@ -585,7 +585,7 @@ def test_teacher_md_and_the_llm_prompt_state_every_row_field_and_gate_line(tmp_p
 
 @pytest.mark.parametrize("heading", ["### (5) Results", "### 5. Results", "## (5) Results: pending"])
 def test_the_results_section_is_filled_in_not_appended_whatever_its_spelling(heading):
-    from driver.scratchpad import _RESULTS
+    from driver.reporting.scratchpad import _RESULTS
 
     entry = f"## Iteration 1\n### (1) Understanding\nx\n{heading}\npending\n"
     filled = _RESULTS.sub(lambda m: m.group(1) + "\n" + "- eval_acc: 0.5\n", entry)

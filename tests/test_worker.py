@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from driver import envs, worker
+from driver.envs import hub as envs
+from driver.envs import worker
 
 PY = sys.executable
 

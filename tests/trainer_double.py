@@ -80,7 +80,7 @@ def cached_load(env_id: str, key: list, load) -> list:
             return json.loads(path.read_text())
     rows = json.loads(json.dumps(load(), default=str))
     if path:   # atomic: a launch killed mid-write leaves no torn cache entry
-        from driver.state import atomic_write_text
+        from driver.run.files import atomic_write_text
 
         atomic_write_text(path, json.dumps(rows))
     return rows

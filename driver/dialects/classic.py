@@ -12,7 +12,7 @@ from pathlib import Path
 
 from driver import resources
 from driver.dialects import classic_schema
-from driver.defaults import batch_problem
+from driver.run.defaults import batch_problem
 from driver.errors import UsageError
 from rl_contract.classic import ClassicLayout
 

@@ -14,7 +14,7 @@ import collections
 import json
 from pathlib import Path
 
-from driver import worker
+from driver.envs import worker
 
 # Script text shared by the classic and the taskset scorer: `rows` = (line, row) of every row of
 # `dataset` that carries an info.reasoning string.
@@ -78,7 +78,7 @@ print("@@ACC@@" + json.dumps({"ceiling": ceiling, "rows": asyncio.run(run())}))
 
 def score_hub_rows(python: str, hub: dict, dataset: Path) -> dict:
     """score_rows against the run's hub env, classic or taskset (hub_env.json's `kind`)."""
-    from driver import tasksets
+    from driver.envs import tasksets
 
     if hub.get("kind") == tasksets.KIND:
         r = worker.run_py(python, tasksets.script("score_rows"),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from driver.gates import accuracy, decontam, rules
 from driver.gates import weakness as weakness_schema
-from driver.state import iter_jsonl
+from driver.run.files import iter_jsonl
 from generators.core import clone_key
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from driver import worker
-from driver.state import atomic_write_json
+from driver.envs import worker
+from driver.run.files import atomic_write_json
 
 # Shared verbatim by the driver and the eval-side subprocess, so both hash identically.
 FINGERPRINT_SRC = r'''
@@ -76,7 +76,7 @@ def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
     if path.exists():
         return json.loads(path.read_text())
     if hub.get("kind") == "taskset":
-        from driver import tasksets
+        from driver.envs import tasksets
 
         r = worker.run_py(python, tasksets.script("eval_side"),
                           [hub["env_id"], json.dumps(tasksets.eval_fields(hub))], timeout=600)

@@ -12,11 +12,13 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from driver import envs, scratchpad, training
+from driver.envs import hub as envs
+from driver.reporting import scratchpad
+from driver.backends import process as training
 from driver.context import Ctx
 from driver.errors import DriverError
-from driver.arm import ARMS, Arm, arm_knobs, best_iteration, evaluate, install_env, metrics_entry, train
-from driver.state import atomic_write_text, read_json
+from driver.arms.arm import ARMS, Arm, arm_knobs, best_iteration, evaluate, install_env, metrics_entry, train
+from driver.run.files import atomic_write_text, read_json
 
 PURPOSES = {"run_a": "best dataset replayed from iter_0",
             "run_b": "hub train data + best dataset, from the base model",

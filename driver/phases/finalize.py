@@ -1,11 +1,13 @@
 """Phase 5: close the run, print the summary table, record the recommended model."""
 from __future__ import annotations
 
-from driver import scratchpad, stats
+from driver.reporting import scratchpad
+from driver.analysis import stats
 from driver.context import Ctx
-from driver.evaluation import selection_score, wilson_interval
-from driver.arm import ARMS, best_iteration, record_best
-from driver.state import now, read_json
+from driver.analysis.evaluation import selection_score, wilson_interval
+from driver.arms.arm import ARMS, best_iteration, record_best
+from driver.run.files import read_json
+from driver.run.rundir import now
 
 
 def _arm_dir(ctx: Ctx, name: str):

@@ -9,7 +9,13 @@ import json
 import time
 from pathlib import Path
 
-from driver import envs, evaluation, faults, generator, scratchpad, teachers, worker
+from driver.envs import hub as envs
+from driver.analysis import evaluation
+from driver import faults
+from driver.teachers import generator_run as generator
+from driver.reporting import scratchpad
+from driver import teachers
+from driver.envs import worker
 from driver.backends import PROBE_MODULE
 from driver.context import Ctx
 from driver.errors import DriverError
@@ -19,9 +25,9 @@ from driver.gates import dataset as gate
 from driver.gates import decontam
 from driver.gates import hparams as hparams_gate
 from driver.gates import weakness as weakness_gate
-from driver.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
-from driver.arm import trained as arm_trained
-from driver.state import atomic_write_json, atomic_write_text, read_json
+from driver.arms.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
+from driver.arms.arm import trained as arm_trained
+from driver.run.files import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200
 SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the teacher pass rates
@@ -196,7 +202,7 @@ def probe(ctx: Ctx, n: int) -> str:
     a group on a sample of the generated rows; without live groups there is nothing to learn."""
     import subprocess
 
-    from driver import diagnose
+    from driver.analysis import diagnose
 
     d = ctx.iter_dir(n)
     record_path = d / "probe.json"

@@ -4,11 +4,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from driver import envs, evaluation, faults, scratchpad, teachers
+from driver.envs import hub as envs
+from driver.analysis import evaluation
+from driver import faults
+from driver.reporting import scratchpad
+from driver import teachers
 from driver.context import Ctx
 from driver.errors import DriverError, UsageError
-from driver.arm import Arm, evaluate, metrics_entry, train
-from driver.state import atomic_write_json, atomic_write_text
+from driver.arms.arm import Arm, evaluate, metrics_entry, train
+from driver.run.files import atomic_write_json, atomic_write_text
 
 
 def introspect(ctx: Ctx) -> None:

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from driver.defaults import TEACHERS
+from driver.run.defaults import TEACHERS
 
 OUTPUTS = ("weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from driver import resources
 from driver.errors import WaitingForTeacher
 from driver.gates import hparams, rules
-from driver.state import atomic_write_text
+from driver.run.files import atomic_write_text
 from driver.teachers import OUTPUTS, Brief, outputs_present
 
 

@@ -12,7 +12,7 @@ import statistics
 
 from driver.errors import DriverError
 from driver.gates.rules import MIN_FEATURE_SHARE
-from driver.state import atomic_write_json, atomic_write_text
+from driver.run.files import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, builtin_refusal, outputs_present
 from generators import FAMILIES, family_of
 from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this

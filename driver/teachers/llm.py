@@ -19,7 +19,7 @@ import time
 from driver import resources
 from driver.errors import DriverError
 from driver.gates import hparams, rules
-from driver.state import atomic_write_json, atomic_write_text, read_json
+from driver.run.files import atomic_write_json, atomic_write_text, read_json
 from driver.teachers import OUTPUTS, Brief, outputs_present
 
 MAX_FORMAT_RETRIES = 2

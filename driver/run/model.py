@@ -1,23 +1,12 @@
-"""The run directory: run.json (one typed model), metrics.json, the scratchpad, the lock.
-
-Every file here is written atomically (temp file, fsync, rename, fsync of the directory), so a
-driver killed at any instant leaves either the old or the new version, never half of one.
-"""
+"""The run model: run.json's typed content (what the user asked for and where the run is) and
+metrics.json's typed entries."""
 from __future__ import annotations
 
-import fcntl
-import json
-import os
-import tempfile
-import time
-from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from driver import faults
-from driver.defaults import BACKEND_DEFAULTS, BACKENDS, RUN_DEFAULTS, TEACHERS, batch_problem
-from driver.errors import DriverError, UsageError
+from driver.run.defaults import BACKEND_DEFAULTS, BACKENDS, RUN_DEFAULTS, TEACHERS, batch_problem
 
 FORMAT_VERSION = 1
 
@@ -32,56 +21,6 @@ Backend = Literal[BACKENDS]
 Teacher = Literal[TEACHERS]
 Dialect = Literal["classic", "current"]
 
-
-# --------------------------------------------------------------------------------------------
-# Atomic files
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        faults.point(f"write:{path.name}")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
-
-
-def read_json(path: Path) -> Any:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def iter_jsonl(path: Path):
-    """(line number, parsed value) for each non-blank line; the value is None when the line is
-    not JSON. Callers decide what a bad line means (an error, a gate failure, a retrain)."""
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError:
-                yield n, None
-
-
-# --------------------------------------------------------------------------------------------
-# run.json
 
 class PhaseRecord(BaseModel):
     phase: str
@@ -252,147 +191,3 @@ def validation_message(e: ValidationError, flags: dict[str, str] | None = None) 
         name = field if flags is None else flags.get(field, "--" + field.replace("_", "-"))
         clauses.append(f"{name} {err.get('input')!r}: {msg}" if "input" in err else f"{name}: {msg}")
     return "; ".join(clauses)
-
-
-class RunDir:
-    """Paths and typed reads/writes for one run directory."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path).resolve()
-
-    # paths ---------------------------------------------------------------------------------
-    @property
-    def run_json(self) -> Path:
-        return self.path / "run.json"
-
-    @property
-    def metrics_json(self) -> Path:
-        return self.path / "metrics.json"
-
-    @property
-    def scratchpad(self) -> Path:
-        return self.path / "scratchpad.md"
-
-    @property
-    def hub_env_json(self) -> Path:
-        return self.path / "hub_env.json"
-
-    def arm_dir(self, arm: str) -> Path:
-        return self.path / arm
-
-    # run.json ------------------------------------------------------------------------------
-    def load(self) -> RunState:
-        if not self.run_json.exists():
-            raise UsageError(
-                f"{self.path} is not a run directory (no run.json). "
-                "Start a run with `driver run`, or pass the directory that `driver run` printed."
-            )
-        try:
-            raw = read_json(self.run_json)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise UsageError(
-                f"run.json in {self.path} is corrupted ({e}). Nothing was changed. Restore it from "
-                "a backup, or start a new run; the other files in the directory are intact."
-            ) from None
-        if isinstance(raw, dict) and isinstance(raw.get("format_version"), int) \
-                and raw["format_version"] > FORMAT_VERSION:
-            raise UsageError(
-                f"run.json in {self.path} has format_version {raw['format_version']}, newer than "
-                f"this driver understands ({FORMAT_VERSION}). Upgrade the driver "
-                "(pip install -U synthetic-self-improve-rl) and resume again."
-            )
-        try:
-            return RunState.model_validate(raw)
-        except ValidationError as e:
-            raise UsageError(
-                f"run.json in {self.path} does not match the run format ({validation_message(e)}). "
-                "Nothing was changed. Restore the file from a backup or start a new run."
-            ) from None
-
-    def save(self, state: RunState) -> None:
-        atomic_write_json(self.run_json, state.model_dump(mode="json"))
-
-    # metrics.json --------------------------------------------------------------------------
-    def load_metrics(self) -> dict:
-        if not self.metrics_json.exists():
-            return {"iters": [], "controls": []}
-        try:
-            m = read_json(self.metrics_json)
-            if not isinstance(m, dict):
-                raise ValueError("not a JSON object")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise UsageError(
-                f"metrics.json in {self.path} is corrupted ({e}). Nothing was changed. Restore it "
-                "from a backup; every arm's numbers can also be rebuilt from its "
-                "eval_summary.json.") from None
-        m.setdefault("iters", [])
-        m.setdefault("controls", [])
-        for section in ("iters", "controls"):
-            for entry in m[section]:
-                try:
-                    ArmMetrics.model_validate(entry)
-                except ValidationError as e:
-                    raise UsageError(
-                        f"metrics.json in {self.path} has a bad {section} entry "
-                        f"({validation_message(e)}). Nothing was changed. Restore it from a "
-                        "backup; every arm's numbers can also be rebuilt from its "
-                        "eval_summary.json.") from None
-        return m
-
-    def upsert_metric(self, section: str, key: str, entry: dict) -> None:
-        """Insert or replace the entry whose `key` field matches: an iteration is never counted
-        twice, whatever the number of resumes."""
-        # typed on the way in: a misspelt or mistyped figure fails here, not in a later reader
-        entry = ArmMetrics.model_validate(entry).model_dump(mode="json", exclude_unset=True)
-        m = self.load_metrics()
-        rows = [r for r in m[section] if r.get(key) != entry[key]]
-        rows.append(entry)
-        rows.sort(key=lambda r: r[key])
-        m[section] = rows
-        atomic_write_json(self.metrics_json, m)
-
-
-# --------------------------------------------------------------------------------------------
-# The lock
-
-class RunLock:
-    """An exclusive flock on RUN_DIR/.lock holding the owner's pid. The kernel drops the lock
-    when its holder dies, so a SIGKILLed driver never leaves a stale lock behind."""
-
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / ".lock"
-        self.fd: int | None = None
-
-    def acquire(self) -> "RunLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise DriverError(
-                f"{self.path.parent} is in use by another driver (pid {holder}). Wait for it "
-                f"to finish, watch it with `driver status {self.path.parent}`, or stop it "
-                f"(kill {holder}) before resuming.", exit_code=2,
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self.fd = fd
-        return self
-
-    def release(self) -> None:
-        if self.fd is not None:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-            os.close(self.fd)
-            self.fd = None
-
-    def __enter__(self) -> "RunLock":
-        return self.acquire()
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def now() -> float:
-    return time.time()

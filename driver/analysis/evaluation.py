@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from driver.errors import DriverError
-from driver.state import iter_jsonl
+from driver.run.files import iter_jsonl
 from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"

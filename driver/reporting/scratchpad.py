@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from driver.state import atomic_write_text, read_json
+from driver.run.files import atomic_write_text, read_json
 
 # section (5) of a teacher's entry, the one the driver fills: "### (5) Results" as TEACHER.md
 # asks, and the spellings teachers use for it ("### 5. Results", "## (5) Results: pending")

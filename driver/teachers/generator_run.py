@@ -19,7 +19,9 @@ from types import SimpleNamespace
 
 import psutil
 
-from driver import envs, faults, training
+from driver.envs import hub as envs
+from driver import faults
+from driver.backends import process as training
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3

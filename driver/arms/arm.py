@@ -13,10 +13,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver import envs, evaluation, faults, progress, training
+from driver.envs import hub as envs
+from driver.analysis import evaluation
+from driver import faults
+from driver.reporting import progress
+from driver.backends import process as training
 from driver.context import Ctx
 from driver.errors import DriverError
-from driver.state import atomic_write_json, atomic_write_text, now, read_json
+from driver.run.files import atomic_write_json, atomic_write_text, read_json
+from driver.run.rundir import now
 from rl_contract import composition
 
 PROGRESS_EVERY_S = 15.0   # plain progress lines when stderr is not a terminal
@@ -386,7 +391,7 @@ def _train_reward(ctx: Ctx, arm: Arm) -> dict:
     mean = sum(per_step.values()) / len(per_step) if per_step else None
     out = {"train_reward_mean": mean, "train_reward_by_step": per_step}
     if per_step:   # does the last step still carry gradient? (driver diagnose's numbers)
-        from driver import diagnose
+        from driver.analysis import diagnose
 
         last = max(map(int, per_step))
         try:

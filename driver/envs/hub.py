@@ -14,7 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from driver import faults, resources, tasksets, worker
+from driver import faults
+from driver import resources
+from driver.envs import tasksets
+from driver.envs import worker
 from driver.gates import decontam
 from driver.errors import DriverError
 from generators.core import module_name

@@ -16,7 +16,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
-from driver.state import iter_jsonl
+from driver.run.files import iter_jsonl
 from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 # Thresholds (documented in `driver diagnose --help`)

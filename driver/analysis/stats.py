@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from driver.evaluation import wilson_interval
+from driver.analysis.evaluation import wilson_interval
 
 ALPHA = 0.05
 

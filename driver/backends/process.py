@@ -16,7 +16,8 @@ from pathlib import Path
 import psutil
 
 from driver.backends import Backend
-from driver.state import TrainerProcess, now
+from driver.run.model import TrainerProcess
+from driver.run.rundir import now
 
 DEFAULT_POLL_CAP_S = 2 * 60 * 60
 

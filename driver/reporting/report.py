@@ -7,7 +7,7 @@ from pathlib import Path
 
 from driver.context import Ctx
 from driver.phases import finalize
-from driver.state import atomic_write_text
+from driver.run.files import atomic_write_text
 
 
 def _plot_accuracy(rows: list[dict], path: Path) -> None:
