@@ -13,8 +13,9 @@ from pathlib import Path
 def main() -> None:
     from driver.gates import dataset as gate
     from driver.gates import decontam
-    from generators.stock_arithmetic import BUCKETS, FEATURE_DEFINITIONS, generate
+    from generators.stock_arithmetic import FAMILY
 
+    BUCKETS, FEATURE_DEFINITIONS, generate = FAMILY.buckets, FAMILY.feature_definitions, FAMILY.generate
     domains = list(dict.fromkeys(d for d, _ in BUCKETS))
     weakness = {
         "prev_eval_acc": 0.2, "reward_by_length_quartile": [0.4, 0.3, 0.3, 0.2],

@@ -43,7 +43,7 @@ def run_seed(seed: int, runs_dir: Path, extra: list[str]) -> Path:
 def summarise(run_dir: Path) -> dict:
     from driver import dialects
     from driver.context import Ctx
-    from driver.phases.finalize import summary_rows
+    from driver.reporting.summary import summary_rows
     from driver.run.rundir import RunDir
 
     rd = RunDir(run_dir)
@@ -66,7 +66,7 @@ def summarise(run_dir: Path) -> dict:
             "n": best["n"] if best else None,
             "best_vs_iter0": best.get("vs_iter0") if best else None,
             "run_c_acc": c.get("eval_acc"),
-            "best_vs_run_c": c.get("best_vs_run_c")}
+            "best_vs_run_c": c.get("best_vs_control")}
 
 
 def _pct(x) -> str:

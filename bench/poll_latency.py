@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from driver.backends import process as training
-from driver.backends import Backend
+from driver.backends import Command
 
 FAKE = ("import json, sys, time\n"
         "time.sleep(float(sys.argv[1]))\n"
@@ -54,7 +54,7 @@ def main() -> None:
             seen: list = []
             t = threading.Thread(target=tail_peer, args=(log, seen))
             t.start()
-            be = Backend("bench", (sys.executable, str(script)), None, sys.executable)
+            be = Command((sys.executable, str(script)))
             tp = training.launch(be, ["0.5", str(eval_file)], d, log)
             res = training.poll(tp, log, eval_file, 8, interval=a.interval)
             t_ours = time.time()

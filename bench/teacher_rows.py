@@ -14,14 +14,14 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from generators.stock_arithmetic import MAGNITUDES, SURFACE_SHARES, in_aim
+from generators.stock_arithmetic import FAMILY, in_aim
 from rl_contract.classic import SUCCESS_THRESHOLD
 
-SURFACES = tuple(SURFACE_SHARES)
+SURFACES = tuple(FAMILY.surface_shares)
 
 
 def peak(info: dict) -> int:
-    return MAGNITUDES["peak stock"](info["problem"])
+    return FAMILY.magnitudes["peak stock"](info["problem"])
 
 
 def rows_of(path: Path) -> list[dict]:

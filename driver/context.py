@@ -3,25 +3,26 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from driver import dialects
 from driver.backends import Backend, resolve
-from driver.dialects.classic import Knobs
+from driver.backends.process import DEFAULT_POLL_CAP_S
+from driver.dialects.base import Dialect
 from driver.errors import UsageError
 from driver.run.files import read_json
-from driver.run.model import RunState
+from driver.run.model import Knobs, RunState, TrainerProcess
 from driver.run.rundir import RunDir
-from driver.backends.process import DEFAULT_POLL_CAP_S
 
 
 @dataclass
 class Ctx:
     rd: RunDir
     state: RunState
-    backend: Backend
-    dialect: object
+    backend: Backend | None      # None where only records are read (`driver report`)
+    dialect: Dialect
     poll_interval: float = 1.0
     poll_cap_s: float = DEFAULT_POLL_CAP_S
     quiet: bool = False
@@ -36,20 +37,24 @@ class Ctx:
                 f"{state.prime_rl_version or '?'}), but the trainer now resolves to {backend.dialect} "
                 f"(prime-rl {backend.prime_rl_version or '?'} from {backend.version_source}). Resume "
                 f"with the checkout the run started on, or start a new run.")
-        return cls(rd=rd, state=state, backend=backend,
-                   dialect=dialects.get(state.dialect),
-                   poll_interval=float(os.environ.get("DRIVER_POLL_INTERVAL", "1")),
-                   quiet=quiet)
+        return cls(rd=rd, state=state, backend=backend, dialect=dialects.get(state.dialect),
+                   poll_interval=float(os.environ.get("DRIVER_POLL_INTERVAL", "1")), quiet=quiet)
+
+    @classmethod
+    def records(cls, rd: RunDir, state: RunState) -> "Ctx":
+        """A context that reads records only: no backend (prime-rl checkout, torch) is needed."""
+        return cls(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect), quiet=True)
+
+    @property
+    def trainer(self) -> Backend:
+        """The backend, where an arm is trained, probed or installed."""
+        if self.backend is None:
+            raise UsageError("this command reads records only and has no trainer")
+        return self.backend
 
     @property
     def knobs(self) -> Knobs:
-        s = self.state
-        return Knobs(model=s.model, batch_size=s.batch_size,
-                     rollouts_per_example=s.rollouts_per_example,
-                     steps_per_run=s.steps_per_run, eval_examples=s.eval_examples,
-                     train_max_tokens=s.max_completion_tokens, train_temperature=s.temperature, lr=s.lr,
-                     difficulty_filter=s.difficulty_filter, eval_max_tokens=s.max_completion_tokens,
-                     wandb_project=f"synthetic-self-improve-rl-{s.dataset}")
+        return self.state.knobs()
 
     @property
     def hub(self) -> dict:
@@ -59,6 +64,52 @@ class Ctx:
 
     def save(self) -> None:
         self.rd.save(self.state)
+
+    # ---- the run's transitions outside the loop's own (each saved as it happens) -------------
+    def trainer_running(self, tp: TrainerProcess) -> None:
+        """A trainer (or evaluator) was launched or re-attached: run.json names it first, so a
+        driver killed at any later instant finds it again instead of launching a second."""
+        if self.state.trainer != tp:
+            self.state.trainer = tp
+            self.save()
+
+    def trainer_done(self, failure: str | None = None) -> None:
+        """The trainer ended (`failure`: why the arm failed, for `driver status`)."""
+        self.state.trainer = None
+        if failure:
+            self.state.reason = failure
+        self.save()
+
+    def anchored(self, source: str, path: str, step: int) -> None:
+        """iter_0 is in place: every later arm starts from its checkpoint at `step`."""
+        self.state.iter_0_source, self.state.iter_0_path, self.state.iter_0_step = source, path, step
+        self.save()
+
+    def control_failed(self, message: str) -> None:
+        """A control arm failed: recorded (once) and the run goes on."""
+        if message not in self.state.phase4_errors:
+            self.state.phase4_errors.append(message)
+            self.save()
+
+    def closed(self) -> None:
+        """The run ended: its end time once, and its status from how the loop ended."""
+        st = self.state
+        if st.end_ts is None:
+            st.end_ts = time.time()
+            st.total_duration_s = st.end_ts - st.start_ts
+        st.status = st.loop_end or "completed"
+        self.save()
+
+    def rendered_only(self) -> None:
+        """`driver run --dry-run` stops after introspection and rendering."""
+        self.state.phase, self.state.status = "baseline", "dry_run"
+        self.state.reason = f"configs rendered by --dry-run; `driver resume {self.rd.path}` trains"
+        self.save()
+
+    def aborted(self, reason: str) -> None:
+        """A cause no resume can fix (the hub env cannot be loaded)."""
+        self.state.status, self.state.reason = "aborted", reason
+        self.save()
 
     def say(self, msg: str) -> None:
         if not self.quiet:

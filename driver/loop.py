@@ -1,7 +1,8 @@
 """The phase state machine: the only place that decides what happens next.
 
     introspect -> baseline -> gate -> [weakness -> dataset -> environment -> probe -> train
-    -> evaluate -> gate]* -> run_a -> run_b -> run_c -> finalize -> done
+    -> evaluate -> gate]* -> <each control arm, in driver.arms.table.CONTROLS's order>
+    -> finalize -> done
 
 Phases do work and report; they never choose their successor. The gate before each iteration is
 the only exit of the loop: elapsed >= budget, or iteration index >= max_iters. run.json is saved
@@ -13,12 +14,19 @@ from __future__ import annotations
 from driver import faults
 from driver.envs import worker
 from driver.context import Ctx
-from driver.errors import DriverError, WaitingForTeacher, os_error_advice
+from driver.errors import DriverError, UsageError, WaitingForTeacher, os_error_advice
+from driver.arms import table
 from driver.phases import controls, finalize, iteration, setup
 from driver.run.model import PhaseRecord
 from driver.run.rundir import now
 
 LOOP = ("weakness", "dataset", "environment", "probe", "train", "evaluate")
+
+
+def phases() -> tuple[str, ...]:
+    """Every phase `step` routes between, in order."""
+    return ("introspect", "baseline", "gate", *LOOP, *(c.name for c in table.CONTROLS),
+            "finalize", "done")
 
 
 def gate(ctx: Ctx) -> str:
@@ -33,7 +41,12 @@ def gate(ctx: Ctx) -> str:
         st.iteration = nxt
         return "weakness"
     ctx.say(f"[gate] loop ends: {st.loop_end} (after iteration {st.iteration})")
-    return "run_a"
+    return after_controls_from(0)
+
+
+def after_controls_from(k: int) -> str:
+    """The phase that runs the k-th control arm, or finalize after the last."""
+    return table.CONTROLS[k].name if k < len(table.CONTROLS) else "finalize"
 
 
 def _checked(ctx: Ctx, n: int, outcome: str, on_ok: str) -> str:
@@ -76,18 +89,12 @@ def step(ctx: Ctx, phase: str) -> str:
             return "train"
         iteration.evaluate_iteration(ctx, n)
         return "gate"
-    if phase == "run_a":
-        controls.run_control(ctx, "run_a")
-        return "run_b"
-    if phase == "run_b":
-        controls.run_control(ctx, "run_b")
-        return "run_c"
-    if phase == "run_c":
-        controls.run_control(ctx, "run_c")
-        return "finalize"
+    for k, spec in enumerate(table.CONTROLS):
+        if phase == spec.name:
+            controls.run_control(ctx, spec)
+            return after_controls_from(k + 1)
     if phase == "finalize":
-        table = finalize.finalize(ctx)
-        print(table, flush=True)
+        print(finalize.finalize(ctx), flush=True)
         return "done"
     raise DriverError(f"run.json names an unknown phase {phase!r}")
 
@@ -103,18 +110,22 @@ def _enter(ctx: Ctx, phase: str) -> None:
 def run(ctx: Ctx) -> int:
     """Drive the run to its end. Returns the exit code (0 finished, 3 waiting for the teacher)."""
     st = ctx.state
+    if st.phase not in phases():   # before anything is written: run.json stays as it was
+        raise UsageError(f"run.json names phase {st.phase!r}, not one of this driver's "
+                         f"({', '.join(phases())}). Restore run.json from a backup or start a new run.")
     if st.phase == "done":
         print(finalize.summary_text(ctx), flush=True)
         return 0
     st.status = "running"
     st.reason = None
     ctx.save()
-    if st.probe_prompts and iteration.probes_in_worker(ctx):
+    probe = ctx.trainer.probe()
+    if st.probe_prompts and probe is not None and probe.in_worker:
         # the probe's warm interpreter imports torch while iter_0 trains, not when it is needed
-        worker.get(ctx.backend.python, torch=True)
+        worker.get(ctx.trainer.python, torch=True)
     if ctx.dialect.env_kind == "taskset":
         # the taskset scripts' warm interpreter imports verifiers v1 (seconds) in the background
-        worker.get(ctx.backend.python, v1=True)
+        worker.get(ctx.trainer.python, v1=True)
     while st.phase != "done":
         phase = st.phase
         _enter(ctx, phase)

@@ -8,14 +8,23 @@ The row schema and every gate line are defined once, in driver.gates.rules; `dri
 --help` prints them. Each row is {question, answer, info: {domain, sub_domain, difficulty,
 structural_features, source, reasoning, reasoning_depth, ...}}.
 """
-from generators.core import RowWriter, clone_key, cold_read, module_name, round_trip, seeded_rng
+import importlib
 
-__all__ = ["FAMILIES", "RowWriter", "clone_key", "cold_read", "family_of", "module_name", "round_trip",
-           "seeded_rng"]
+from generators.core import (
+    RowWriter,
+    clone_key,
+    cold_read,
+    module_name,
+    round_trip,
+    seeded_rng,
+)
+from generators.family import Family
 
-# hub env module -> its family generator (a module with BUCKETS, FEATURE_DEFINITIONS,
-# structure_of, skeleton, DATA_PLAN and generate; and `untargeted`, control C's rows, where it
-# has a plain distribution to draw from)
+__all__ = ["FAMILIES", "Family", "RowWriter", "clone_key", "cold_read", "family_for", "family_of",
+           "module_name", "round_trip", "seeded_rng"]
+
+# hub env module -> the module of its built-in family generator, whose FAMILY (a
+# generators.family.Family) the built-in teacher and control C use
 FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
             "model_router": "generators.model_router"}
 
@@ -23,3 +32,10 @@ FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
 def family_of(hub: dict) -> str:
     """The hub env's module name, the key of FAMILIES."""
     return module_name(hub.get("env_id", ""))
+
+
+def family_for(hub: dict) -> Family | None:
+    """The hub env's built-in family generator, or None where it has none. The family's module
+    is imported only now (model_router's imports the env package)."""
+    name = FAMILIES.get(family_of(hub))
+    return importlib.import_module(name).FAMILY if name else None

@@ -88,8 +88,7 @@ class RowWriter:
     def write(self) -> int:
         tmp = self.path.with_suffix(".jsonl.tmp")
         with open(tmp, "w", encoding="utf-8") as f:
-            for row in self.rows:
-                f.write(json.dumps(row) + "\n")
+            f.writelines(json.dumps(row) + "\n" for row in self.rows)
         tmp.replace(self.path)
         return len(self.rows)
 
@@ -159,7 +158,7 @@ def _taskset_scorer(env_id: str):
         from verifiers.v1.utils.loaders import taskset_class
 
         task_cls = taskset_class(env_id).task_type()
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure here means `env_id` is not a taskset
         return None
     data_cls = task_cls.data_type()
 

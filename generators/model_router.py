@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import random
 
-from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
 from model_router.table import CATEGORIES, MODELS, oracle_pick
+
+from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
+from generators.family import Family
 
 SMALL, MEDIUM, LARGE = "swift-small", "steady-medium", "deep-large"
 
@@ -179,3 +181,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             })
     writer.write()
     return writer.rows
+
+
+FAMILY = Family(
+    module=__name__, buckets=BUCKETS, feature_definitions=FEATURE_DEFINITIONS,
+    structure_of=structure_of, skeleton=skeleton, data_plan=DATA_PLAN, generate=generate)

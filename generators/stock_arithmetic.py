@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 import random
 
-from generators.core import BucketQuota, RowWriter, bucket_plan, clone_key, prior_clone_keys
+from generators.core import (
+    BucketQuota,
+    RowWriter,
+    bucket_plan,
+    clone_key,
+    prior_clone_keys,
+)
+from generators.family import Family
 
 MAX_OPERAND = 50  # the train split's range, read from train rows by the teacher
 
@@ -448,3 +455,10 @@ def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0,
             "reasoning_depth": depth(p), "problem": p})
     writer.write()
     return writer.rows
+
+
+FAMILY = Family(
+    module=__name__, buckets=BUCKETS, feature_definitions=FEATURE_DEFINITIONS,
+    structure_of=structure_of, skeleton=skeleton, data_plan=DATA_PLAN, generate=generate,
+    styles=STYLES, surface_shares=SURFACE_SHARES, magnitudes=MAGNITUDES, untargeted=untargeted,
+    shares_in_style=surface_shares, features_in_style=feature_definitions)

@@ -10,6 +10,7 @@ first attempt in both iterations.
 from __future__ import annotations
 
 import json
+import tomllib
 import os
 import re
 import subprocess
@@ -208,12 +209,18 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
     assert "Shaped reward: the hub rubric's full reward is 1.2, not 1." in r.stdout
     assert driver(["report", str(rd)], env).returncode == 0
     assert "Shaped reward: the hub rubric's full reward is 1.2, not 1." in (rd / "report.md").read_text()
-    # iteration 1's hparams.json reached its config only, and its record
-    cfg = (rd / "iter_1" / "rl.toml").read_text()
-    assert "lr = 3e-05" in cfg and cfg.count("max_completion_tokens = 160") == 2   # train and eval
-    assert "temperature = 0.7" in cfg
+    # iteration 1's hparams.json reached its training only (its eval keeps the run's one eval
+    # configuration), a control replaying iteration 1 replays it, and nothing else has it
+    cfg = tomllib.loads((rd / "iter_1" / "rl.toml").read_text())
+    run_limit = json.loads((rd / "run.json").read_text())["max_completion_tokens"]
+    assert cfg["trainer"]["optim"]["lr"] == 3e-5
+    assert cfg["orchestrator"]["train"]["sampling"] == {"max_completion_tokens": 160, "temperature": 0.7}
+    assert cfg["orchestrator"]["eval"]["sampling"]["max_completion_tokens"] == run_limit != 160
+    best = json.loads((rd / "best_iter.json").read_text())["best_iter"]
     for other in ("iter_2/rl.toml", "iter_0/base_rl.toml", "run_a_best_from_iter0/rl.toml"):
-        assert "3e-05" not in (rd / other).read_text() and "= 160" not in (rd / other).read_text()
+        carries = other.startswith("run_a") and best == 1
+        text = (rd / other).read_text()
+        assert ("3e-05" in text) == carries and ("= 160" in text) == carries, other
     assert m["iters"][1]["hparams"] == {"lr": 3e-5, "max_completion_tokens": 160, "temperature": 0.7}
     assert "hyperparameters (hparams.json): lr = 3e-05" in (rd / "scratchpad.md").read_text()
 

@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from driver.dialects import current_schema, get
-from driver.dialects.classic import Knobs
+from driver.run.model import Knobs
 from driver.dialects.current import NULL_AGENT, TRAIN_SOURCE
 from driver.errors import UsageError
 from rl_contract.composition import compose
 from rl_contract.current import RUN_NAME, eval_view, episode_reward, train_row
 
-KNOBS = Knobs(model="Qwen/Qwen3-0.6B", batch_size=256, rollouts_per_example=16, steps_per_run=30,
-              eval_examples=150, lr=3e-6, train_max_tokens=512, eval_max_tokens=256,
-              train_temperature=0.7)
+KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=256, rollouts_per_example=16, steps_per_run=30,
+              eval_examples=150, lr=3e-6, max_completion_tokens=512, temperature=0.7)
+EVAL_KNOBS = KNOBS.model_copy(update={"max_completion_tokens": 256})   # the eval's own limit
 HUB = {"env_id": "stock-arithmetic", "env_args": {"seed": 0}, "eval_size": 200,
        "train_args": {"split": "train"}, "eval_args": {"split": "test"},
        "selection": {"size": 200, "args": {"split": "validation"}}}
@@ -33,10 +33,9 @@ def _taskset(block):
 
 
 def test_difficulty_filtering_is_said_explicitly_and_otherwise_left_to_the_default():
-    import dataclasses
     plain = tomllib.loads(D.render_base(HUB, KNOBS))
     assert "filter_zero_advantages" not in plain["orchestrator"]["train"]   # prime-rl's default: on
-    on = tomllib.loads(D.render_base(HUB, dataclasses.replace(KNOBS, difficulty_filter=True)))
+    on = tomllib.loads(D.render_base(HUB, KNOBS.model_copy(update=dict(difficulty_filter=True))))
     assert on["orchestrator"]["train"]["filter_zero_advantages"] is True
     assert current_schema.unknown_keys(on) == []
 
@@ -63,19 +62,19 @@ def test_base_and_overlay_compose_into_the_intended_iter0(tmp_path):
 
 def test_an_iteration_forks_iter0_by_resume_dir_with_absolute_max_steps(tmp_path):
     it0 = tmp_path / "iter_0" / "prime_out"
-    text = D.render_run(arm="iter_1", purpose="targeted rows", hub=HUB, knobs=KNOBS,
+    text = D.render_run(arm="iter_1", purpose="targeted rows", hub=HUB, knobs=KNOBS, eval_knobs=EVAL_KNOBS,
                         train_envs=[D.train_env_block("gen-pkg")], resume_step=30, resume_from=it0)
     cfg = D.check_rendered(text, expect_resume=30)
     assert cfg["max_steps"] == 60
     assert cfg["resume"] == {"dir": str(it0 / RUN_NAME / "checkpoints" / "step_30")}
     [src] = cfg["orchestrator"]["train"]["source"]
     assert src["name"] == TRAIN_SOURCE and _taskset(src) == {"id": "gen-pkg"}
-    assert cfg["monitors"] == {"wandb": {"project": KNOBS.wandb_project, "name": "iter_1"}}
+    assert cfg["monitors"] == {"wandb": {"project": "synthetic-self-improve-rl-stock-arithmetic", "name": "iter_1"}}
     assert text.startswith("# iter_1: targeted rows\n")
 
 
 def test_run_b_has_two_named_sources_with_ratios():
-    text = D.render_run(arm="run_b", purpose="p", hub=HUB, knobs=KNOBS, resume_step=None,
+    text = D.render_run(arm="run_b", purpose="p", hub=HUB, knobs=KNOBS, eval_knobs=EVAL_KNOBS, resume_step=None,
                         train_envs=[D.train_env_block("stock-arithmetic", D.hub_train_args(HUB),
                                                       name="hub-train", ratio=0.5),
                                     D.train_env_block("gen-pkg", name="gen-pkg", ratio=0.5)])
@@ -89,7 +88,7 @@ def test_run_b_has_two_named_sources_with_ratios():
 
 def test_the_final_weights_eval_config_names_both_splits_and_the_weights(tmp_path):
     w = tmp_path / "run" / "broadcasts" / "step_60"
-    cfg = tomllib.loads(D.render_final_eval(HUB, KNOBS, w, tmp_path / "fe"))
+    cfg = tomllib.loads(D.render_final_eval(HUB, EVAL_KNOBS, w, tmp_path / "fe"))
     assert current_schema.unknown_keys(cfg, current_schema.EVALS_SCHEMA) == []
     assert cfg["model"] == str(w) and cfg["output_dir"] == str(tmp_path / "fe")
     assert cfg["eval"]["sampling"] == {"temperature": 0.0, "max_completion_tokens": 256}
@@ -101,7 +100,7 @@ def test_the_final_weights_eval_config_names_both_splits_and_the_weights(tmp_pat
 
 
 def _good() -> dict:
-    return tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub=HUB, knobs=KNOBS,
+    return tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub=HUB, knobs=KNOBS, eval_knobs=EVAL_KNOBS,
                                       train_envs=[D.train_env_block("gen")], resume_step=30,
                                       resume_from=ANCHOR))
 

@@ -63,13 +63,14 @@ def test_unknown_keys_and_bad_values_are_errors(tmp_path, text, needle):
 
 
 def test_a_driver_rendered_config_validates_unchanged_and_has_no_embedded_only_keys(tmp_path):
-    from driver.dialects.classic import ClassicDialect, Knobs
+    from driver.dialects.classic import ClassicDialect
+    from driver.run.model import Knobs
 
     d = ClassicDialect()
     hub = {"env_id": "stock_arithmetic", "eval_size": 200}
-    knobs = Knobs(model="builtin:tiny-char-qwen2", batch_size=64, rollouts_per_example=4,
-                  steps_per_run=30, eval_examples=200, train_max_tokens=96, eval_max_tokens=96)
-    text = d.render_run(arm="iter_1", purpose="test", hub=hub, knobs=knobs,
+    knobs = Knobs.for_backend("prime_rl", model="builtin:tiny-char-qwen2", batch_size=64, rollouts_per_example=4,
+                  steps_per_run=30, eval_examples=200, max_completion_tokens=96)
+    text = d.render_run(arm="iter_1", purpose="test", hub=hub, knobs=knobs, eval_knobs=knobs,
                         train_envs=[d.train_env_block("stock_arithmetic_iter_1")], resume_step=30)
     raw = tomllib.loads(text)
     assert "embedded" not in raw                       # prime-rl would reject the table

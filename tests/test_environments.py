@@ -93,16 +93,24 @@ async def score(env, text):
     return st["reward"], st["metrics"]
 out["gen"] = [asyncio.run(score(gen, t)) for t in texts]
 out["hub"] = [asyncio.run(score(hub, t)) for t in texts]
-print("@@" + json.dumps(out))
+with open(sys.argv[2], "w") as f:
+    json.dump(out, f)
 """
+
+
+def mirror_check(name: str, tmp_path) -> dict:
+    """MIRROR_CHECK on the installed env `name`, in a fresh interpreter; its result as a dict."""
+    dest = tmp_path / "mirror_check.json"
+    r = subprocess.run([PY, "-c", MIRROR_CHECK, name, str(dest)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(dest.read_text())
 
 
 def test_generated_env_mirrors_the_hub_and_scores_identically(tmp_path, hub, names):
     name = names("iter_1")
     pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(40)))
     assert envs.install_generated(PY, pkg, 40)["rows"] == 40
-    r = subprocess.run([PY, "-c", MIRROR_CHECK, name], capture_output=True, text=True)
-    out = json.loads(r.stdout.split("@@", 1)[1])
+    out = mirror_check(name, tmp_path)
     assert out["same_class"] and out["same_parser"] and out["same_funcs"] and out["same_weights"]
     assert out["same_system_prompt"] and out["n_monitors"] == 1
     assert out["gen"] == out["hub"]
@@ -215,8 +223,7 @@ def test_generated_env_adds_gated_aux_reward(tmp_path, hub, names):
     (tmp_path / "aux_rewards.py").write_text(AUX_OK)
     pkg = envs.write_package(tmp_path, name, hub, data)
     envs.install_generated(PY, pkg, 12)
-    r = subprocess.run([PY, "-c", MIRROR_CHECK, name], capture_output=True, text=True)
-    out = json.loads(r.stdout.split("@@", 1)[1])
+    out = mirror_check(name, tmp_path)
     assert not out["same_funcs"]                       # the aux reward was added ...
     gen_rewards = [g[0] for g in out["gen"]]
     hub_rewards = [h[0] for h in out["hub"]]

@@ -1,5 +1,8 @@
 """Full runs through the trainer double: an uninterrupted run, and the same run SIGKILLed at
-many points across every phase and resumed each time. Both must end identically."""
+many points across every phase and resumed each time. Both must end identically.
+
+The uninterrupted run is made once (the module's `reference` fixture) and each test below reads
+one behaviour off it; the expected values are derived from the run's own metrics.json."""
 from __future__ import annotations
 
 import json
@@ -7,16 +10,22 @@ import os
 import re
 import signal
 import time
+import tomllib
 from collections import Counter
+from itertools import pairwise
 
 import pytest
 
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
+MAX_ITERS = 3
+EVAL_EXAMPLES = 120   # of the hub env's 200 eval (and validation) examples
+EVAL_SPLIT = 200
 # iterations evaluate on 120 of the 200 eval (and validation) examples; controls on all 200
-ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120"]
+ARGS = ["run", "--max-iters", str(MAX_ITERS), "--seed", "7", *FAST, "--eval-examples", str(EVAL_EXAMPLES)]
 
 # One kill per segment, in the order the run reaches them; each resume dies at the next one.
+# Together they interrupt every phase the run goes through (asserted below).
 KILL_POINTS = [
     "phase:introspect:start",
     "write:run.json",              # between the temp file's fsync and its rename
@@ -30,6 +39,7 @@ KILL_POINTS = [
     "dataset:after-generator",
     "install:after-cleanup",
     "install:after-install",
+    "phase:probe:start",           # iter_1
     "train:before-launch",         # iter_1
     "evaluate:after-metrics",
     "write:metrics.json",
@@ -42,6 +52,12 @@ KILL_POINTS = [
     "write:scratchpad.md",
 ]
 
+# each arm's directory, and its row label in the summary table
+ARM_DIRS = {"run_a": "run_a_best_from_iter0", "run_b": "run_b_combined_from_base",
+            "run_c": "run_c_untargeted_from_iter0"}
+LABELS = {"iter_0": "iter_0 (real)", "run_a": "run_a (best @iter0)",
+          "run_b": "run_b (real+best @base)", "run_c": "run_c (untargeted @iter0)"}
+
 
 def outcome(run_dir):
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -53,6 +69,31 @@ def outcome(run_dir):
     return metrics, best, state["status"], summary
 
 
+def score(entry: dict) -> float:
+    """What the driver chooses on: the selection split's accuracy, else the eval split's."""
+    return entry["selection_acc"] if entry.get("selection_acc") is not None else entry["eval_acc"]
+
+
+def expected_best_iter(metrics: dict) -> int:
+    """The iteration (>= 1) with the highest selection score; ties go to the earliest."""
+    return max((m for m in metrics["iters"] if m["iter"] >= 1),
+               key=lambda m: (score(m), -m["iter"]))["iter"]
+
+
+def arms(metrics: dict) -> list[tuple[str, dict]]:
+    """Every arm in the summary table's order: the iterations, then the controls by name."""
+    return ([(f"iter_{m['iter']}", m) for m in sorted(metrics["iters"], key=lambda m: m["iter"])]
+            + [(c["run"], c) for c in sorted(metrics["controls"], key=lambda c: c["run"])])
+
+
+def arm_dir(run_dir, arm: str):
+    return run_dir / ARM_DIRS.get(arm, arm)
+
+
+def resume_step(rl_toml) -> int | None:
+    return tomllib.loads(rl_toml.read_text()).get("ckpt", {}).get("resume_step")
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ref")
@@ -61,68 +102,230 @@ def reference(tmp_path_factory):
     return tmp, run_dir_from(r.stdout), r
 
 
-def test_uninterrupted_run_completes_every_phase(reference):
-    tmp, run_dir, r = reference
-    metrics, best, status, summary = outcome(run_dir)
+@pytest.fixture(scope="module")
+def reported(reference):
+    """`report`, `status --json` and `status` on the finished run, once; and which of the run
+    directory's files they changed."""
+    tmp, run_dir, _ = reference
+    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
+    rep = driver(["report", str(run_dir)], driver_env(tmp))
+    status_json = driver(["status", str(run_dir), "--json"], driver_env(tmp))
+    status = driver(["status", str(run_dir)], driver_env(tmp))
+    changed = {p.name for p in run_dir.rglob("*") if p.is_file() and before.get(p) != p.stat().st_mtime_ns}
+    return rep, status_json, status, changed
+
+
+def test_the_run_ends_with_max_iters_reached(reference):
+    _, run_dir, r = reference
+    _, _, status, _ = outcome(run_dir)
     assert status == "max_iters_reached"
-    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
-    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
-    assert best["best_iter"] in (1, 2)
-    assert "<- BEST_ITER" in summary and "* recommended" in summary
+    assert f"[gate] loop ends: max_iters_reached (after iteration {MAX_ITERS - 1})" in r.stderr
+
+
+def test_every_phase_is_recorded_in_run_json_history_in_order(reference):
+    _, run_dir, _ = reference
+    state = json.loads((run_dir / "run.json").read_text())
+    loop = ["weakness", "dataset", "environment", "probe", "train", "evaluate"]
+    expected = ([("introspect", None), ("baseline", None), ("gate", None)]
+                + [step for n in range(1, MAX_ITERS) for step in [(p, n) for p in loop] + [("gate", None)]]
+                + [("run_a", None), ("run_b", None), ("run_c", None), ("finalize", None)])
+    h = state["history"]
+    assert [(x["phase"], x["iteration"]) for x in h] == expected
+    # each phase ends in the next one, the last in "done"; none overlaps the next
+    assert [x["outcome"] for x in h] == [x["phase"] for x in h[1:]] + ["done"]
+    assert state["phase"] == "done"
+    assert all(x["start_ts"] <= x["end_ts"] <= y["start_ts"] for x, y in pairwise(h))
+    assert h[-1]["start_ts"] <= h[-1]["end_ts"]
+
+
+def test_run_json_records_the_runs_start_end_and_duration(reference):
+    _, run_dir, _ = reference
+    state = json.loads((run_dir / "run.json").read_text())
+    assert state["end_ts"] >= state["start_ts"] and state["total_duration_s"] > 0
+    assert state["total_duration_s"] == pytest.approx(state["end_ts"] - state["start_ts"])
+    assert state["start_ts"] <= state["history"][0]["start_ts"]
+    assert state["history"][-1]["start_ts"] <= state["end_ts"]   # the end is stamped by finalize
+
+
+def test_metrics_json_has_one_entry_per_iteration_and_control(reference):
+    _, run_dir, _ = reference
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [m["iter"] for m in metrics["iters"]] == list(range(MAX_ITERS))
+    assert sorted(c["run"] for c in metrics["controls"]) == ["run_a", "run_b", "run_c"]
+
+
+def test_iterations_are_evaluated_on_eval_examples_and_controls_on_the_whole_split(reference):
+    _, run_dir, _ = reference
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert all(m["n_eval"] == EVAL_EXAMPLES and m["n_selection"] == EVAL_EXAMPLES for m in metrics["iters"])
+    assert all(c["n_eval"] == EVAL_SPLIT and c["n_selection"] == EVAL_SPLIT for c in metrics["controls"])
+
+
+def test_the_best_iteration_is_the_one_with_the_highest_selection_accuracy(reference):
+    """Chosen on the validation (selection) split, ties to the earliest, and reported on the
+    eval split; best_iter.json names its artifacts, and every control records the same one."""
+    _, run_dir, _ = reference
+    metrics, best, _, _ = outcome(run_dir)
+    iters = {m["iter"]: m for m in metrics["iters"]}
+    b = expected_best_iter(metrics)
+    assert best["best_iter"] == b
+    assert best["chosen_on"] == "selection"
+    assert best["selection_acc"] == max(iters[k]["selection_acc"] for k in range(1, MAX_ITERS))
+    assert best["eval_acc"] == iters[b]["eval_acc"]
+    assert (best["dataset"], best["rl_toml"], best["env_dir"]) == (
+        f"iter_{b}/dataset.jsonl", f"iter_{b}/rl.toml", f"iter_{b}/stock_arithmetic_iter_{b}")
+    assert {c["run"]: c["best_iter"] for c in metrics["controls"]} == {"run_a": b, "run_b": b, "run_c": b}
+
+
+def test_the_summary_table_marks_the_best_iteration_and_the_recommended_arm(reference):
+    """<- BEST_ITER on the best iteration's row alone; * recommended on the row of the arm with
+    the highest selection accuracy of all (ties: the earliest row) alone."""
+    _, run_dir, _ = reference
+    metrics, _, _, summary = outcome(run_dir)
+    lines = summary.splitlines()
+    best_rows = [l for l in lines if "<- BEST_ITER" in l]
+    assert len(best_rows) == 1 and best_rows[0].startswith(f"iter_{expected_best_iter(metrics)} ")
+    table = arms(metrics)
+    recommended = max(range(len(table)), key=lambda i: (score(table[i][1]), -i))
+    arm = table[recommended][0]
+    rec_rows = [l for l in lines if "* recommended" in l]
+    assert len(rec_rows) == 1 and rec_rows[0].startswith(LABELS.get(arm, arm) + " ")
+
+
+def test_the_summary_table_has_a_row_per_arm_with_its_rows_and_n(reference):
+    _, run_dir, _ = reference
+    metrics, _, _, summary = outcome(run_dir)
+    assert re.search(r"run_a \(best @iter0\)\s+\d+\s+200 ", summary)
+    for arm, entry in arms(metrics):
+        label = LABELS.get(arm, arm)
+        assert re.search(rf"^{re.escape(label)}\s+{entry['rows']}\s+{entry['n_eval']}\s",
+                         summary, re.MULTILINE), arm
+
+
+def test_the_summary_says_the_eval_split_played_no_part_in_choosing(reference):
+    _, run_dir, _ = reference
+    _, _, _, summary = outcome(run_dir)
+    assert "val %" in summary and "played no part in choosing" in summary
+    assert f"val %: the hub env's selection split (n = {EVAL_EXAMPLES})" in summary
+
+
+def test_the_summary_compares_the_best_iteration_with_control_c(reference):
+    _, run_dir, _ = reference
+    _, best, _, summary = outcome(run_dir)
+    assert f"iter_{best['best_iter']} (best) vs run_c (untargeted rows" in summary
+
+
+def test_stdout_prints_the_summary_table(reference):
+    _, run_dir, r = reference
+    _, _, _, summary = outcome(run_dir)
     assert "run_a (best @iter0)" in r.stdout and "run_b (real+best @base)" in r.stdout
     assert "run_c (untargeted @iter0)" in r.stdout
-    # the best iteration is chosen on the validation split, and reported on the test split
-    iters = {m["iter"]: m for m in metrics["iters"]}
-    assert best["chosen_on"] == "selection"
-    assert best["selection_acc"] == max(iters[k]["selection_acc"] for k in (1, 2))
-    assert all(m["n_eval"] == 120 and m["n_selection"] == 120 for m in metrics["iters"])
-    assert all(c["n_eval"] == 200 and c["n_selection"] == 200 for c in metrics["controls"])
-    assert re.search(r"run_a \(best @iter0\)\s+\d+\s+200 ", summary)   # n, per row
-    # every arm's accuracy is printed as it finishes, with its interval and n
+    table = summary.split("```\n")[1]   # the fenced table in the scratchpad
+    assert table in r.stdout
+
+
+def test_every_arms_accuracy_is_printed_as_it_finishes_with_its_interval_and_n(reference):
+    _, run_dir, r = reference
+    metrics = json.loads((run_dir / "metrics.json").read_text())
     assert re.search(r"\[iter_0\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\); "
                      r"selection [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\)", r.stderr)
     assert re.search(r"\[run_c\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 200\)", r.stderr)
-    # the trainer double stands in for prime-rl, and every place that shows numbers says so
+    ci = r"\[[0-9.]+, [0-9.]+\]"
+    for arm, e in arms(metrics):
+        assert re.search(rf"\[{arm}\] evaluated: eval {100 * e['eval_acc']:.1f}% {ci} \(n = {e['n_eval']}\); "
+                         rf"selection {100 * e['selection_acc']:.1f}% {ci} \(n = {e['n_selection']}\)\n",
+                         r.stderr), arm
+
+
+def test_every_place_that_shows_numbers_says_the_trainer_is_a_stand_in(reference, reported):
+    _, run_dir, r = reference
+    _, _, _, summary = outcome(run_dir)
+    rep, _, status, _ = reported
     assert "trainer: a stand-in (" in r.stderr and "Trainer: a stand-in for prime-rl" in r.stdout
     assert "Trainer: a stand-in for prime-rl" in summary
-    assert "val %" in summary and "played no part in choosing" in summary
-    # the report lists each iteration's accuracy on both splits
-    before = {p: p.stat().st_mtime_ns for p in run_dir.rglob("*") if p.is_file()}
-    rep = driver(["report", str(run_dir)], driver_env(tmp))
     assert rep.returncode == 0, rep.stderr
-    assert driver(["status", str(run_dir), "--json"], driver_env(tmp)).returncode == 0
-    changed = {p.name for p in run_dir.rglob("*") if p.is_file() and before.get(p) != p.stat().st_mtime_ns}
-    assert changed <= {"report.md", "report.json", "eval_accuracy.png", "train_reward.png"}, changed
-    assert re.search(r"- iter_1: eval [0-9.]+, selection [0-9.]+, rows", (run_dir / "report.md").read_text())
     assert "**trainer: a stand-in**" in (run_dir / "report.md").read_text()
-    st_out = driver(["status", str(run_dir)], driver_env(tmp)).stdout
-    assert "trainer: stand-in" in st_out
-    # control C: as many untargeted rows as the best dataset, from iter_0's checkpoint
+    assert status.returncode == 0, status.stderr
+    assert "trainer: stand-in" in status.stdout
+
+
+def test_report_and_status_change_nothing_but_the_report_files(reported):
+    rep, status_json, status, changed = reported
+    assert rep.returncode == 0, rep.stderr
+    assert status_json.returncode == 0, status_json.stderr
+    assert status.returncode == 0, status.stderr
+    assert changed <= {"report.md", "report.json", "eval_accuracy.png", "train_reward.png"}, changed
+
+
+def test_the_report_lists_each_iterations_accuracy_on_both_splits(reference, reported):
+    _, run_dir, _ = reference
+    rep, _, _, _ = reported
+    assert rep.returncode == 0, rep.stderr
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    text = (run_dir / "report.md").read_text()
+    assert re.search(r"- iter_1: eval [0-9.]+, selection [0-9.]+, rows", text)
+    for m in metrics["iters"]:
+        assert (f"- iter_{m['iter']}: eval {m['eval_acc']:.4f}, selection {m['selection_acc']:.4f}, "
+                f"rows {m['rows']}") in text, m["iter"]
+
+
+def test_control_c_trains_as_many_untargeted_rows_as_the_best_dataset_from_iter_0(reference):
+    _, run_dir, _ = reference
+    metrics, best, _, _ = outcome(run_dir)
     best_rows = (run_dir / best["dataset"]).read_text().count("\n")
-    run_c = run_dir / "run_c_untargeted_from_iter0"
+    run_c = run_dir / ARM_DIRS["run_c"]
     c_rows = [json.loads(x) for x in (run_c / "dataset.jsonl").read_text().splitlines()]
     assert len(c_rows) == best_rows and {x["info"]["domain"] for x in c_rows} == {"untargeted"}
-    assert "resume_step = 3" in (run_c / "rl.toml").read_text()
-    assert f"iter_{best['best_iter']} (best) vs run_c (untargeted rows" in summary
-    # every arm trained exactly once
-    dirs = Counter(l["output_dir"] for l in launches(tmp))
-    assert len(dirs) == 6 and set(dirs.values()) == {1}
-    # every iteration resumes from iter_0's final step (the anchor)
-    for n in (1, 2):
-        assert "resume_step = 3" in (run_dir / f"iter_{n}" / "rl.toml").read_text()
-    assert "resume_step" not in (run_dir / "run_b_combined_from_base" / "rl.toml").read_text()
-    state = json.loads((run_dir / "run.json").read_text())
-    assert state["end_ts"] >= state["start_ts"] and state["total_duration_s"] > 0
-    # the gate's decontamination fingerprints came with introspection: hashes, no eval text
+    assert resume_step(run_c / "rl.toml") == metrics["iters"][0]["final_step"]
+
+
+def test_every_arm_trains_exactly_once(reference):
+    tmp, run_dir, _ = reference
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    expected = {str(arm_dir(run_dir, arm) / "prime_out"): 1 for arm, _ in arms(metrics)}
+    assert len(expected) == MAX_ITERS + 3
+    assert Counter(l["output_dir"] for l in launches(tmp)) == expected
+
+
+def test_iterations_and_controls_from_iter_0_resume_from_its_final_step_and_run_b_from_base(reference):
+    """iter_0's final checkpoint is the anchor: every iteration, run_a and run_c resume from it;
+    run_b starts from the base model."""
+    _, run_dir, _ = reference
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    anchor = metrics["iters"][0]["final_step"]
+    assert anchor == int(FAST[FAST.index("--steps-per-run") + 1])
+    for n in range(1, MAX_ITERS):
+        assert resume_step(run_dir / f"iter_{n}" / "rl.toml") == anchor, n
+    for arm in ("run_a", "run_c"):
+        assert resume_step(arm_dir(run_dir, arm) / "rl.toml") == anchor, arm
+    assert "resume_step" not in (run_dir / ARM_DIRS["run_b"] / "rl.toml").read_text()
+
+
+def test_the_eval_fingerprints_are_hashes_with_no_eval_text(reference):
+    """The gate's decontamination fingerprints came with introspection: one list of 16-hex-digit
+    hashes per eval row, and nothing else."""
+    _, run_dir, _ = reference
     fp = json.loads((run_dir / "eval_fingerprints.json").read_text())
-    assert fp["eval_rows"] == 200 and fp["rows"]
-    assert all(len(h) == 16 and int(h, 16) >= 0 for row in fp["rows"] for h in row)
-    # the trainer double's backend has no probe: skipped, and said why
-    probe = json.loads((run_dir / "iter_1" / "probe.json").read_text())
-    assert "cannot sample outside a training run" in probe["skipped"]
+    assert fp["eval_rows"] == EVAL_SPLIT and len(fp["rows"]) == fp["eval_rows"]
+    assert set(fp) == {"n", "eval_rows", "rows"} and isinstance(fp["n"], int)
+    assert all(row for row in fp["rows"])
+    assert all(re.fullmatch(r"[0-9a-f]{16}", h) for row in fp["rows"] for h in row)
+
+
+def test_the_gate_checks_each_dataset_blind_against_the_eval_fingerprints(reference):
+    _, run_dir, _ = reference
+    for n in range(1, MAX_ITERS):
+        gate_lines = json.loads((run_dir / f"iter_{n}" / "gate_report.json").read_text())["lines"]
+        assert {"name": "no overlap with the eval split (blind)", "ok": True, "detail": ""} in gate_lines, n
+
+
+def test_the_probe_is_skipped_on_the_trainer_double_and_says_why(reference):
+    _, run_dir, r = reference
     assert "probe skipped" in r.stderr
-    gate_lines = json.loads((run_dir / "iter_1" / "gate_report.json").read_text())["lines"]
-    assert {"name": "no overlap with the eval split (blind)", "ok": True, "detail": ""} in gate_lines
+    for n in range(1, MAX_ITERS):
+        probe = json.loads((run_dir / f"iter_{n}" / "probe.json").read_text())
+        assert "cannot sample outside a training run" in probe["skipped"]
+        assert f"[iter_{n}] probe skipped: {probe['skipped']}\n" in r.stderr, n
 
 
 def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path):
@@ -131,21 +334,31 @@ def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path)
     r = driver([*ARGS, "--runs-dir", str(tmp_path / "runs")], env)
     assert r.returncode == -signal.SIGKILL, r.stderr
     run_dir = run_dir_from(r.stdout)
-    killed = 1
+
+    def phase_now():   # the phase run.json records: the one the driver died in
+        return json.loads((run_dir / "run.json").read_text())["phase"]
+
+    killed_at = [(KILL_POINTS[0], phase_now())]
     for point in KILL_POINTS[1:]:
         # a trainer left running by a killed driver must still be running when the resumed
         # driver polls it ("train:poll"), so the arms launched just before a kill take a while
         slow = {"DOUBLE_STEP_SECONDS": "2"} if point == "train:after-launch" else {}
         r = driver(["resume", str(run_dir)], driver_env(tmp_path, DRIVER_FAULT_KILL_AT=point, **slow))
         assert r.returncode == -signal.SIGKILL, f"never reached {point}: {r.stderr[-2000:]}"
-        killed += 1
+        killed_at.append((point, phase_now()))
     r = driver(["resume", str(run_dir)], driver_env(tmp_path))
     assert r.returncode == 0, r.stderr
-    assert killed >= 20
+    # the driver died at every kill point, in order, and in every phase the reference run went through
+    assert [point for point, _ in killed_at] == KILL_POINTS
+    ref_phases = {h["phase"] for h in json.loads((ref_dir / "run.json").read_text())["history"]}
+    assert {phase for _, phase in killed_at} == ref_phases, killed_at
     assert outcome(run_dir) == outcome(ref_dir)
     # no arm was ever trained twice, although the driver died around every launch
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    expected = {str(arm_dir(run_dir, arm) / "prime_out"): 1 for arm, _ in arms(metrics)}
+    assert len(expected) == MAX_ITERS + 3
     dirs = Counter(l["output_dir"] for l in launches(tmp_path))
-    assert len(dirs) == 6 and set(dirs.values()) == {1}, dirs
+    assert dirs == expected, dirs
 
 
 def test_external_sigkill_during_training_reattaches(tmp_path):
@@ -173,9 +386,10 @@ def test_external_sigkill_during_training_reattaches(tmp_path):
 
 
 def test_an_env_without_a_selection_split_reports_holm_and_resamples_train_rows_for_control_c(tmp_path):
-    """model_router has one eval split and no untargeted generator: the summary says the best
-    is chosen on the examples it is reported on, adjusts p for the iterations compared, and
-    control C trains on as many resampled hub train rows as the best dataset has."""
+    """model_router has one eval split and no untargeted generator: the best is chosen on the
+    examples it is reported on (the highest eval accuracy, ties to the earliest), the summary
+    says so and adjusts p for the iterations compared, and control C trains on as many
+    resampled hub train rows as the best dataset has."""
     runs = tmp_path / "runs"
     r = driver(["run", "--dataset", "model_router", "--max-iters", "3", *FAST[:4],
                 "--runs-dir", str(runs)], driver_env(tmp_path))
@@ -184,10 +398,12 @@ def test_an_env_without_a_selection_split_reports_holm_and_resamples_train_rows_
     hub = json.loads((run_dir / "hub_env.json").read_text())
     assert hub["selection"] is None
     metrics, best, _, summary = outcome(run_dir)
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
     assert best["chosen_on"] == "eval" and all("selection_acc" not in m for m in metrics["iters"])
+    assert best["best_iter"] == expected_best_iter(metrics)
     assert "Holm p" in summary and "chosen on the same examples its lift is reported on" in summary
     assert "val %" not in summary
-    c_rows = (run_dir / "run_c_untargeted_from_iter0" / "dataset.jsonl").read_text().splitlines()
+    c_rows = (run_dir / ARM_DIRS["run_c"] / "dataset.jsonl").read_text().splitlines()
     assert len(c_rows) == (run_dir / best["dataset"]).read_text().count("\n")
     assert f"[run_c] {len(c_rows)} untargeted rows from a resample of the hub env's train rows" in r.stderr
     # every resampled row is a hub train row (never an eval row), and no row is repeated while
@@ -197,5 +413,5 @@ def test_an_env_without_a_selection_split_reports_holm_and_resamples_train_rows_
     train_q = {row["question"] for row in hub_env.get_dataset()}
     eval_q = {row["question"] for row in hub_env.get_eval_dataset()}
     got = [json.loads(x)["question"] for x in c_rows]
-    assert set(got) <= train_q and not set(got) & eval_q
+    assert got and set(got) <= train_q and not set(got) & eval_q
     assert len(set(got)) == min(len(got), len(train_q))

@@ -87,3 +87,22 @@ def test_a_generator_left_running_by_a_killed_driver_is_stopped_before_the_rerun
     # under a second, and 30 s leaves room for a loaded 2-core machine
     assert not psutil.pid_exists(stray.pid) and time.time() - t0 < 30
     assert not (d / "gen_dataset.pid").exists()
+
+
+def test_the_generator_imports_from_its_own_directory_as_python_would_not_from_the_guards(tmp_path):
+    """The guard runs by path (driver/teachers/generator_guard.py) yet the script sees the
+    sys.path `python gen_dataset.py` gives it: its own folder first (a helper beside it is
+    found), and none of the driver's teacher modules."""
+    d = tmp_path / "run" / "iter_1"
+    d.mkdir(parents=True)
+    (d / "helper_rows.py").write_text("ROWS = [{'q': 1}]\n")
+    (d / "gen_dataset.py").write_text(
+        "import importlib.util, json, os, sys\n"
+        "from helper_rows import ROWS\n"
+        "assert sys.path[0] == os.path.realpath(os.getcwd()), sys.path[0]\n"
+        "assert importlib.util.find_spec('generator_run') is None\n"
+        "assert importlib.util.find_spec('generator_guard') is None\n"
+        "open('dataset.jsonl', 'w').write(json.dumps(ROWS[0]) + '\\n')\n")
+    res = generator.run(d, timeout=60)
+    assert res["ok"], res
+    assert json.loads((d / "dataset.jsonl").read_text()) == {"q": 1}

@@ -3,7 +3,6 @@ composition, hostile names, refusals before launch, pre-staging, --init-from, po
 version detection."""
 from __future__ import annotations
 
-import dataclasses
 
 import json
 import re
@@ -18,15 +17,17 @@ import pytest
 
 from conftest import FAST, driver, driver_env, run_dir_from
 from driver.backends import process as training
-from driver.backends import Backend, detect_dialect
+from driver.backends import Command
+from driver.backends.prime_rl import detect_dialect
 from driver.dialects import classic_schema
-from driver.dialects.classic import ClassicDialect, Knobs
+from driver.dialects.classic import ClassicDialect
+from driver.run.model import Knobs
 from rl_contract.composition import compose
 from driver.errors import DriverError, UsageError
 
 D = ClassicDialect()
 HUB = {"env_id": "stock_arithmetic", "eval_size": 200}
-KNOBS = Knobs(model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16,
+KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16,
               steps_per_run=100, eval_examples=200)
 
 
@@ -51,13 +52,13 @@ def render_all() -> dict[str, dict]:
     texts = {
         "base": D.render_base(HUB, KNOBS),
         "overlay": D.render_eval_overlay(HUB, KNOBS),
-        "iter_3": D.render_run(arm="iter_3", purpose="p", hub=HUB, knobs=KNOBS, train_envs=[gen],
+        "iter_3": D.render_run(arm="iter_3", purpose="p", hub=HUB, knobs=KNOBS, eval_knobs=KNOBS, train_envs=[gen],
                                resume_step=100),
-        "run_a": D.render_run(arm="run_a", purpose="p", hub=HUB, knobs=KNOBS,
+        "run_a": D.render_run(arm="run_a", purpose="p", hub=HUB, knobs=KNOBS, eval_knobs=KNOBS,
                               train_envs=[D.train_env_block("stock_arithmetic_run_a",
                                                             name="stock_arithmetic_run_a")],
                               resume_step=100),
-        "run_b": D.render_run(arm="run_b", purpose="p", hub=HUB, knobs=KNOBS,
+        "run_b": D.render_run(arm="run_b", purpose="p", hub=HUB, knobs=KNOBS, eval_knobs=KNOBS,
                               train_envs=[hub_train, run_b_gen], resume_step=None),
     }
     for name, text in texts.items():
@@ -90,7 +91,7 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
               "orchestrator.batch_size": 512, "orchestrator.rollouts_per_example": 16,
               "orchestrator.train.sampling.max_completion_tokens": 1024,
               "orchestrator.train.sampling.temperature": 1.0,
-              "trainer": {}, "inference": {}, "wandb.project": "synthetic-self-improve-rl"}
+              "trainer": {}, "inference": {}, "wandb.project": "synthetic-self-improve-rl-stock_arithmetic"}
     assert flat(cfgs["iter_3"]) == {
         **common, **EVAL, "max_steps": 200, "ckpt.resume_step": 100, "wandb.name": "iter_3",
         "orchestrator.train.env[0].id": "stock_arithmetic_iter_3"}
@@ -111,8 +112,8 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
 
 def test_a_hub_with_a_selection_split_is_evaluated_on_both_splits_in_one_launch():
     hub = {**HUB, "selection": {"args": {"eval_split": "validation"}, "split": "validation", "size": 150}}
-    knobs = dataclasses.replace(KNOBS, train_temperature=0.5)
-    cfg = tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub=hub, knobs=knobs,
+    knobs = KNOBS.model_copy(update=dict(temperature=0.5))
+    cfg = tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub=hub, knobs=knobs, eval_knobs=knobs,
                                      train_envs=[D.train_env_block("x_iter_1")], resume_step=100))
     assert classic_schema.unknown_keys(cfg) == []
     assert cfg["orchestrator"]["eval"]["env"] == [
@@ -127,9 +128,9 @@ def test_a_hub_with_a_selection_split_is_evaluated_on_both_splits_in_one_launch(
 def test_difficulty_filtering_renders_the_classic_buffer_key_that_the_embedded_trainer_reads(tmp_path):
     from embedded_trainer import config as embedded_config
     for on in (False, True):
-        knobs = dataclasses.replace(KNOBS, difficulty_filter=on)
+        knobs = KNOBS.model_copy(update=dict(difficulty_filter=on))
         texts = {"base": D.render_base(HUB, knobs),
-                 "run": D.render_run(arm="iter_1", purpose="p", hub=HUB, knobs=knobs,
+                 "run": D.render_run(arm="iter_1", purpose="p", hub=HUB, knobs=knobs, eval_knobs=knobs,
                                      train_envs=[D.train_env_block("x_iter_1")], resume_step=100)}
         for name, text in texts.items():
             cfg = tomllib.loads(text)
@@ -167,17 +168,16 @@ HOSTILE = ['Org/model"with]quotes', "Org/m'$(touch /tmp/pwned)`id`;rm -rf x", 'a
 
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_model_names_render_as_data_and_reach_the_trainer_verbatim(tmp_path, name):
-    knobs = Knobs(model=name, batch_size=512, rollouts_per_example=16, steps_per_run=100,
+    knobs = Knobs.for_backend("prime_rl", model=name, batch_size=512, rollouts_per_example=16, steps_per_run=100,
                   eval_examples=200)
     cfg = tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub={**HUB, "env_id": name},
-                                     knobs=knobs, train_envs=[D.train_env_block(name)], resume_step=3))
+                                     knobs=knobs, eval_knobs=knobs, train_envs=[D.train_env_block(name)], resume_step=3))
     assert cfg["model"]["name"] == name and cfg["orchestrator"]["train"]["env"][0]["id"] == name
     assert list(cfg) == ["max_steps", "seq_len", "wandb", "model", "ckpt", "orchestrator", "trainer", "inference"]
     # the launch path passes every argument as its own argv word, through no shell parsing
     seen = tmp_path / "argv.json"
-    backend = Backend("t", (sys.executable, "-c",
-                            "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"),
-                      None, sys.executable)
+    backend = Command((sys.executable, "-c",
+                       "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"))
     args = [str(seen), *D.iter0_overrides(knobs, tmp_path / "out")]
     tp = training.launch(backend, args, tmp_path / "out", tmp_path / "train.log")
     training.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05, cap_s=30)
@@ -231,7 +231,8 @@ def _ctx(tmp_path):
 
 
 def test_prestage_copies_exactly_the_four_trees(tmp_path):
-    from driver.arms.arm import Arm, prestage
+    from driver.arms.arm import Arm
+    from driver.arms.train import prestage
 
     src = tmp_path / "iter_0" / "prime_out"
     for step in (50, 100):
@@ -302,7 +303,7 @@ sys.exit(rc)
 
 @pytest.mark.parametrize("rows, rc, outcome", [(5, 0, "done"), (0, 3, "failed")])
 def test_poll_sees_completion_and_crashes_before_its_polling_interval(tmp_path, rows, rc, outcome):
-    backend = Backend("fake", (sys.executable, "-c", FAKE_TRAINER), None, sys.executable)
+    backend = Command((sys.executable, "-c", FAKE_TRAINER))
     eval_file, stamp = tmp_path / "eval.jsonl", tmp_path / "stamp"
     tp = training.launch(backend, [str(eval_file), str(stamp), str(rows), str(rc)], tmp_path,
                          tmp_path / "train.log")
@@ -322,7 +323,7 @@ def test_a_clock_step_while_the_trainer_runs_does_not_make_it_look_dead(tmp_path
     second. A live trainer compared by create time then looked dead, and the arm failed."""
     import psutil
 
-    backend = Backend("sleeper", (sys.executable, "-c", "import time; time.sleep(60)"), None, sys.executable)
+    backend = Command((sys.executable, "-c", "import time; time.sleep(60)"))
     tp = training.launch(backend, [], tmp_path, tmp_path / "train.log")
     try:
         assert training.is_alive(tp)

@@ -7,24 +7,30 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
 
-def test_help_documents_every_flag_and_exit_code_and_loads_nothing_heavy():
-    r = subprocess.run([sys.executable, "-m", "driver.cli", "run", "--help"], capture_output=True, text=True)
-    assert r.returncode == 0
-    for flag in ("--dataset", "--model", "--budget", "--hub-id", "--max-iters", "--batch-size",
-                 "--init-from", "--backend", "--teacher", "--runs-dir", "--seed"):
-        assert flag in r.stdout, flag
-    for code in ("0  finished", "1  failure", "2  usage", "3  waiting for the teacher"):
-        assert code in r.stdout
+def test_every_commands_help_states_the_exit_codes_and_help_loads_nothing_heavy():
+    """(That every run-model field is a `driver run` flag with its help is tests/test_house.py's.)"""
+    from driver.cli import COMMANDS
+
+    for command in COMMANDS:
+        r = subprocess.run([sys.executable, "-m", "driver.cli", command.NAME, "--help"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, command.NAME
+        for code in ("0  finished", "1  failure", "2  usage", "3  waiting for the teacher"):
+            assert code in r.stdout, (command.NAME, code)
     # what makes --help fast is what it does not import (no clock here: a shared 2-core machine
-    # makes wall-clock bounds flaky; `time driver --help` is about 0.1 s)
+    # makes wall-clock bounds flaky; `time driver --help` is about 0.2 s). The run model
+    # (pydantic) is loaded: the flags are generated from it.
     r = subprocess.run([sys.executable, "-c", "import driver.cli, sys; "
                         "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-                        "('torch','verifiers','datasets','pydantic')))"], capture_output=True, text=True)
+                        "('torch','verifiers','datasets','jinja2','psutil','scipy','matplotlib')))"],
+                       capture_output=True, text=True)
     assert r.stdout.strip() == "[]"
 
 
@@ -40,32 +46,73 @@ def test_budget_ends_the_loop_at_the_gate(tmp_path, runs):
     assert not (rd / "iter_1").exists()
 
 
-def test_max_iters_ends_the_loop_exactly(tmp_path, runs):
-    r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), "--temperature", "0.5",
-                "--lr", "2e-5", "--difficulty-filter", *FAST], driver_env(tmp_path))
+@pytest.fixture(scope="module")
+def two_iters(tmp_path_factory):
+    """One run under --max-iters 2 with a sampling temperature, an lr and difficulty filtering,
+    shared by the tests below."""
+    tmp = tmp_path_factory.mktemp("two-iters")
+    r = driver(["run", "--max-iters", "2", "--runs-dir", str(tmp / "runs"), "--temperature", "0.5",
+                "--lr", "2e-5", "--difficulty-filter", *FAST], driver_env(tmp))
     assert r.returncode == 0, r.stderr
-    rd = run_dir_from(r.stdout)
+    return tmp, run_dir_from(r.stdout), r
+
+
+def test_max_iters_ends_the_loop_exactly(two_iters):
+    _, rd, r = two_iters
     state = json.loads((rd / "run.json").read_text())
-    assert state["status"] == "max_iters_reached"
-    # the sampling temperature, lr and filtering reach every arm's config, iter_0's base included
+    assert state["status"] == "max_iters_reached" and state["loop_end"] == "max_iters_reached"
+    assert [m["iter"] for m in json.loads((rd / "metrics.json").read_text())["iters"]] == [0, 1]
+    assert not (rd / "iter_2").exists()
+    assert "[gate] loop ends: max_iters_reached (after iteration 1)" in r.stderr
+
+
+def test_temperature_lr_and_difficulty_filter_reach_every_launched_arms_config(two_iters):
+    """iter_0's base config included: the config each launch names first is the arm's own."""
     import tomllib
-    for cfg in (rd / "iter_0" / "base_rl.toml", rd / "iter_1" / "rl.toml"):
+
+    tmp, rd, _ = two_iters
+    m = json.loads((rd / "metrics.json").read_text())
+    arm_dirs = {"run_a": "run_a_best_from_iter0", "run_b": "run_b_combined_from_base",
+                "run_c": "run_c_untargeted_from_iter0"}
+    arms = [f"iter_{i['iter']}" for i in m["iters"]] + [arm_dirs[c["run"]] for c in m["controls"]]
+    configs = [Path(l["argv"][l["argv"].index("@") + 1]) for l in launches(tmp)]
+    assert sorted(c.parent.name for c in configs) == sorted(arms)   # one launch per arm
+    assert rd / "iter_0" / "base_rl.toml" in configs and rd / "iter_1" / "rl.toml" in configs
+    for cfg in configs:
         t = tomllib.loads(cfg.read_text())
         assert t["orchestrator"]["train"]["sampling"]["temperature"] == 0.5, cfg
         assert t["trainer"]["optim"]["lr"] == 2e-5, cfg
         assert t["orchestrator"]["buffer"]["online_difficulty_filtering"] is True, cfg
+    state = json.loads((rd / "run.json").read_text())
     assert state["difficulty_filter"] is True
-    for bad in (["--temperature", "0"], ["--lr", "3"]):
-        b = driver(["run", "--runs-dir", str(runs / "bad"), *bad, *FAST], driver_env(tmp_path))
-        assert b.returncode == 2 and bad[0] in b.stderr and not (runs / "bad").exists()
-    assert [m["iter"] for m in json.loads((rd / "metrics.json").read_text())["iters"]] == [0, 1]
-    assert not (rd / "iter_2").exists()
-    # phase history: every phase has a start and an end
-    assert all(h["end_ts"] is not None for h in state["history"])
-    # status --json for agents
-    s = driver(["status", str(rd), "--json"], driver_env(tmp_path))
+    assert (state["temperature"], state["lr"]) == (0.5, 2e-5)
+
+
+@pytest.mark.parametrize("bad", [["--temperature", "0"], ["--lr", "3"]], ids=["temperature-0", "lr-3"])
+def test_an_out_of_range_temperature_or_lr_is_a_usage_error_before_a_run_dir_is_made(tmp_path, runs, bad):
+    b = driver(["run", "--runs-dir", str(runs / "bad"), *bad, *FAST], driver_env(tmp_path))
+    assert b.returncode == 2 and bad[0] in b.stderr and not (runs / "bad").exists()
+
+
+def test_run_json_history_gives_every_phase_a_start_and_an_end(two_iters):
+    _, rd, _ = two_iters
+    history = json.loads((rd / "run.json").read_text())["history"]
+    assert history and history[-1]["outcome"] == "done"
+    assert all(h["end_ts"] is not None for h in history)
+    assert all(h["start_ts"] <= h["end_ts"] for h in history)
+
+
+def test_status_json_reports_the_finished_run_and_each_arms_eval_accuracy(two_iters):
+    """for agents: status --json's accuracies are metrics.json's"""
+    tmp, rd, _ = two_iters
+    s = driver(["status", str(rd), "--json"], driver_env(tmp))
+    assert s.returncode == 0, s.stderr
     payload = json.loads(s.stdout)
+    m = json.loads((rd / "metrics.json").read_text())
     assert payload["phase"] == "done" and set(payload["eval_acc"]) == {"iter_0", "iter_1"}
+    assert payload["status"] == "max_iters_reached"
+    assert payload["eval_acc"] == {f"iter_{i['iter']}": i["eval_acc"] for i in m["iters"]}
+    assert payload["controls"] == {c["run"]: c["eval_acc"] for c in m["controls"]}
 
 
 def test_second_driver_on_a_locked_run_dir_refuses(tmp_path, runs):
@@ -174,6 +221,7 @@ def test_status_shows_training_progress_and_the_live_run_prints_plain_progress_l
     assert seen is not None, "never saw the trainer at step 3"
     t = seen["training"]
     assert t["arm"] == "iter_0" and t["max_steps"] == 8 and 3 <= t["step"] <= 8
+    assert t["start_step"] == 0 and t["fraction"] == round(t["step"] / t["max_steps"], 4)
     assert 0 < t["fraction"] <= 1 and t["eta_s"] is not None and t["eta_s"] >= 0
     assert "training [iter_0] step" in text and "/8 [" in text and "eta" in text
     assert "budget [" in text
@@ -184,7 +232,7 @@ def test_status_shows_training_progress_and_the_live_run_prints_plain_progress_l
 def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp_path):
     # an iteration resumes iter_0's step 30 and trains to 60: three steps on disk are 3 of 30,
     # read from run.json's trainer record (start and final step), not from the arm's name
-    from driver.cli import status_payload
+    from driver.reporting.status import status_payload
     from driver.dialects.classic import ClassicDialect
     from driver.run.model import RunState, TrainerProcess
     from driver.run.rundir import RunDir
@@ -228,15 +276,15 @@ def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp
     import tomllib
 
     from driver import dialects
-    from driver.dialects.classic import Knobs
+    from driver.run.model import Knobs
 
     # a prime-rl checkout whose configs/stock_arithmetic/rl.toml is the canonical iter_0 config
     checkout = tmp_path / "prime-rl"
     (checkout / "configs" / "stock_arithmetic").mkdir(parents=True)
     # the stand-in trainer follows the named checkout's version: a classic one
     (checkout / "pyproject.toml").write_text('[project]\nname = "prime-rl"\nversion = "0.5.1.dev209"\n')
-    knobs = Knobs(model="m", batch_size=256, rollouts_per_example=16, steps_per_run=3, eval_examples=200,
-                  seq_len=1536)
+    knobs = Knobs.for_backend("prime_rl", model="m", batch_size=256, rollouts_per_example=16,
+                              steps_per_run=3, eval_examples=200, seq_len=1536)
     hub = {"env_id": "stock_arithmetic", "env_args": {"seed": 1}, "eval_size": 200}
     canonical = checkout / "configs" / "stock_arithmetic" / "rl.toml"
     canonical.write_text(dialects.get("classic").render_base(hub, knobs))
@@ -251,24 +299,28 @@ def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp
     first = launches(tmp_path)[0]["argv"]
     assert str(canonical.resolve()) in first and not (rd / "iter_0" / "base_rl.toml").exists()
     overlay = tomllib.loads((rd / "iter_0" / "eval_overlay.toml").read_text())
-    assert all(b["args"]["seed"] == 1 for b in overlay["orchestrator"]["eval"]["env"])
+    eval_blocks = overlay["orchestrator"]["eval"]["env"]
+    assert eval_blocks and all(b["args"]["seed"] == 1 for b in eval_blocks)
     # run B's real-data block is the canonical config's train env, args included
     from driver.context import Ctx
-    from driver.phases.controls import _hub_train_block
+    from driver.phases.controls import hub_train_block
     from driver.run.rundir import RunDir
 
     rdir = RunDir(rd)
-    ctx = Ctx(rd=rdir, state=rdir.load(), backend=None, dialect=dialects.get("classic"), quiet=True)
-    assert _hub_train_block(ctx)["args"] == {"seed": 1}
+    assert hub_train_block(Ctx.records(rdir, rdir.load()))["args"] == {"seed": 1}
+
+
+def test_env_args_that_are_not_a_json_object_are_refused_before_a_run_dir_is_made(tmp_path, runs):
     bad = driver(["run", "--runs-dir", str(runs), "--env-args", "[1]", *FAST], driver_env(tmp_path))
     assert bad.returncode == 2 and "must be a JSON object" in bad.stderr
+    assert list(runs.iterdir()) == []
 
 
 def test_a_base_config_without_a_train_env_is_refused_before_anything_starts(tmp_path, runs):
     cfg = tmp_path / "rl.toml"
     cfg.write_text("max_steps = 3\n")
     r = driver(["run", "--runs-dir", str(runs), "--base-config", str(cfg), *FAST], driver_env(tmp_path))
-    assert r.returncode == 2 and "does not compose: train env missing" in r.stderr
+    assert r.returncode == 2 and "does not compose for prime-rl's classic configs: train env missing" in r.stderr
     assert list(runs.iterdir()) == []
 
 

@@ -123,6 +123,60 @@ def test_builtin_teacher_refuses_an_env_without_a_family_generator(tmp_path):
     assert not list(brief.iter_dir.iterdir())
 
 
+# The gen_dataset.py text the built-in teacher wrote as a str.format constant before it became
+# templates/teacher_builtin/gen_dataset.py.j2: the template must render it byte for byte.
+OLD_GEN_SCRIPT = '''"""Generator for this iteration (written by the built-in teacher). Run from this directory.
+The driver's gate scores every row's reasoning with the hub rubric (the accuracy line), so this
+script does not load the hub env for a round trip of its own."""
+import json
+
+from generators import cold_read
+from {family} import generate
+
+weakness = json.load(open("weakness.json"))
+skeletons = json.load(open("skeletons.json"))
+rows = generate(weakness, skeletons, out="dataset.jsonl", seed={seed}, prior={prior!r}{style_arg})
+print(cold_read(rows))
+print(f"wrote {{len(rows)}} rows")
+'''
+
+
+@pytest.mark.parametrize("family", ["generators.stock_arithmetic", "generators.model_router"])
+@pytest.mark.parametrize("style", [None, "stories", "plain"])
+@pytest.mark.parametrize("surface", [{}, {"distractor_numbers": 0.0},
+                                     {"distractor_numbers": 0.07, "interleaved_order": 0.0}])
+@pytest.mark.parametrize("prior", [[], ["/runs/r/iter_1/dataset.jsonl", "/runs/it's/iter_2/dataset.jsonl"]])
+def test_the_generator_template_renders_the_old_script_byte_for_byte(family, style, surface, prior):
+    from driver.teachers.builtin import gen_script
+
+    style_arg = ("" if style is None else f", style={style!r}") + (f", surface={surface!r}" if surface else "")
+    old = OLD_GEN_SCRIPT.format(family=family, style_arg=style_arg, seed=7012, prior=prior)
+    assert gen_script(family, 7012, prior, style, surface) == old
+
+
+def test_each_family_declares_the_interface_and_optional_members_default():
+    from generators import FAMILIES, Family, family_for
+    from generators import model_router as router
+    from generators import stock_arithmetic as stock
+
+    assert family_for({"env_id": "stock-arithmetic"}) is stock.FAMILY
+    assert family_for({"env_id": "owner/model_router@1.0"}) is router.FAMILY
+    assert family_for({"env_id": "parity_toy"}) is None
+    assert set(FAMILIES) == {"stock_arithmetic", "model_router"}
+    for fam in (stock.FAMILY, router.FAMILY):
+        assert isinstance(fam, Family) and fam.buckets and fam.feature_definitions and fam.data_plan
+    assert stock.FAMILY.module == "generators.stock_arithmetic"
+    assert stock.FAMILY.styles == ("stories", "plain") and stock.FAMILY.untargeted is stock.untargeted
+    # stock_arithmetic's style hooks: plain rows keep their distractors, and interleave nothing
+    assert stock.FAMILY.shares("plain", {"distractor_numbers": 0.0}) == {
+        "distractor_numbers": 0.45, "interleaved_order": 0.0}
+    assert "interleaved_order" not in stock.FAMILY.features("plain")
+    # model_router declares none of the optional members: each has its default
+    r = router.FAMILY
+    assert (r.styles, dict(r.surface_shares), dict(r.magnitudes), r.untargeted) == ((), {}, {}, None)
+    assert r.shares(None) == {} and r.features(None) == router.FEATURE_DEFINITIONS
+
+
 def test_a_teacher_that_cannot_teach_the_env_is_refused_before_iter_0_and_resume_switches(tmp_path, runs):
     env = canary_env(tmp_path)
     r = driver(["run", "--dataset", "canary_stock", "--teacher", "builtin", "--max-iters", "2",
@@ -386,7 +440,7 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     # a rejected attempt's rollouts, as the loop sets them aside
     (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").write_text(
         "".join(json.dumps(r) + "\n" for r in probe))
-    reach = surface_reach(brief, fam)
+    reach = surface_reach(brief, fam.FAMILY)
     assert reach["distractor_numbers"] == {"probe_rollouts": SURFACE_EVIDENCE, "solved": 0,
                                            "off": True, "trial": False}
     assert reach["interleaved_order"]["off"] is False and reach["interleaved_order"]["solved"] == 4
@@ -408,22 +462,20 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").unlink()
     (brief.iter_dir / "probe_rollouts.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in probe[1:SURFACE_EVIDENCE]))
-    assert surface_reach(brief, fam)["distractor_numbers"]["off"] is False
+    assert surface_reach(brief, fam.FAMILY)["distractor_numbers"]["off"] is False
     # control C, as the controls phase builds it from this iteration's weakness.json, draws its
     # untargeted rows with the same shares, and says so
     from types import SimpleNamespace
 
-    from driver.phases.controls import untargeted_rows
+    from driver.arms.table import untargeted
 
-    said: list[str] = []
-    ctx = SimpleNamespace(rd=SimpleNamespace(path=tmp_path), hub=brief.hub,
-                          state=SimpleNamespace(seed=0), say=said.append)
-    untargeted_rows(ctx, {"dataset": "iter_1/dataset.jsonl"}, tmp_path / "c.jsonl")
+    ctx = SimpleNamespace(rd=SimpleNamespace(path=tmp_path), hub=brief.hub, state=SimpleNamespace(seed=0))
+    said = untargeted(ctx, {"dataset": "iter_1/dataset.jsonl"}, tmp_path / "c.jsonl")
     c = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert len(c) == len(out)
     assert not any("distractor_numbers" in r["info"]["structural_features"] for r in c)
     assert any("interleaved_order" in r["info"]["structural_features"] for r in c)
-    assert "(style stories) (surface {'distractor_numbers': 0.0})" in said[0]
+    assert "(style stories) (surface {'distractor_numbers': 0.0})" in said
     # the plain style keeps its distractors (its wordings would be clones without them): the
     # teacher leaves nothing out there and its report says why
     d4 = tmp_path / "plain"
@@ -534,7 +586,7 @@ def test_builtin_teacher_finds_the_failing_range_of_a_magnitude_and_the_rows_fol
     # iteration 2 reads rollouts on the teacher's own rows; it keeps iteration 1's aim
     flat = [{**r, "reward": float(r["example_id"] % 3 == 0)} for r in sample]
     pairs = [(r, fam.structure_of(r["info"])) for r in flat]
-    assert failing_range(pairs, fam) is None
+    assert failing_range(pairs, fam.FAMILY) is None
     d2 = b.run_dir / "iter_2"
     d2.mkdir()
     b.iter_dir, b.iteration = d2, 2

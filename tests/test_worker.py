@@ -22,7 +22,9 @@ marker = 1
 sys.modules["leftover_from_an_earlier_request"] = sys
 print("leftover", "leftover_from_an_earlier_request" in sys.modules)
 print("warm", "verifiers.legacy.types" in sys.modules)
+print("v1", "verifiers.v1" in sys.modules)
 print("cwd", os.getcwd())
+print("path0", sys.path[0])
 print("to stderr", file=sys.stderr)
 """
 
@@ -35,53 +37,97 @@ def warm():
     worker.close_all()
 
 
+@pytest.fixture
+def script(tmp_path):
+    """A file holding `body`, for run_py to run by path."""
+    made = []
+
+    def write(body: str):
+        path = tmp_path / "scripts" / f"s{len(made)}.py"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(body)
+        made.append(path)
+        return path
+    return write
+
+
 def lines(text: str) -> dict:
     return dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
 
 
-def test_each_request_is_a_fresh_process_with_the_libraries_already_loaded(warm, tmp_path):
-    a = worker.run_py(PY, STATE, ["x", 2], cwd=str(tmp_path))
-    b = worker.run_py(PY, STATE, ["y"])
+def test_each_request_is_a_fresh_process_with_the_libraries_already_loaded(warm, tmp_path, script):
+    state = script(STATE)
+    a = worker.run_py(PY, state, ["x", 2], cwd=str(tmp_path))
+    b = worker.run_py(PY, state, ["y"])
     assert a.returncode == b.returncode == 0
     la, lb = lines(a.stdout), lines(b.stdout)
     assert la["argv"] == "['x', '2']" and lb["argv"] == "['y']"
     assert la["pid"] != lb["pid"]                       # a process per request
     assert la["fresh"] == lb["fresh"] == "True True"    # nothing of an earlier request survives
     assert la["warm"] == "True"                         # verifiers was imported before the fork
+    assert la["v1"] == "False"                          # ... its v1 stack only where asked for
     assert la["cwd"] == str(tmp_path)
+    assert la["path0"] == str(state.parent)             # as `python PATH` sets sys.path[0]
     assert a.stderr.strip() == "to stderr" and "to stderr" not in a.stdout   # kept apart
 
 
-def test_exit_codes_and_exceptions_come_back_as_a_new_interpreter_gives_them(warm):
-    for script in ("import sys; sys.exit(3)", "raise ValueError('boom')", "pass"):
-        got = worker.run_py(PY, script, [])
-        real = subprocess.run([PY, "-c", script], capture_output=True, text=True)
-        assert got.returncode == real.returncode, script
-    assert "ValueError: boom" in worker.run_py(PY, "raise ValueError('boom')", []).stderr
+def test_a_request_that_says_it_needs_verifiers_v1_gets_the_v1_worker(warm, script):
+    state = script(STATE)
+    r = worker.run_py(PY, state, [], v1=True)
+    assert lines(r.stdout)["v1"] == "True" and lines(r.stdout)["warm"] == "False"
+    assert worker.get(PY, v1=True) is not warm and worker.get(PY) is warm
 
 
-def test_a_request_past_its_time_limit_is_killed_and_the_worker_goes_on(warm, tmp_path):
+def test_exit_codes_and_exceptions_come_back_as_a_new_interpreter_gives_them(warm, script):
+    for body in ("import sys; sys.exit(3)", "raise ValueError('boom')", "pass", "import sys; sys.exit('bye')"):
+        path = script(body)
+        got = worker.run_py(PY, path, [])
+        real = subprocess.run([PY, str(path)], capture_output=True, text=True, check=False)
+        assert got.returncode == real.returncode, body
+    assert "ValueError: boom" in worker.run_py(PY, script("raise ValueError('boom')"), []).stderr
+
+
+def test_a_request_past_its_time_limit_is_killed_and_the_worker_goes_on(warm, script):
+    assert worker.run_py(PY, script("pass"), []).returncode == 0   # its imports done: the clock is the request's
     t0 = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired):
-        worker.run_py(PY, "import time; time.sleep(30)", [], timeout=1)
+        worker.run_py(PY, script("import time; time.sleep(30)"), [], timeout=1)
     assert time.monotonic() - t0 < 10   # generous: killed at 1 s, where the script sleeps 30 s
-    assert worker.run_py(PY, "print('after')", []).stdout.strip() == "after"
+    assert worker.run_py(PY, script("print('after')"), []).stdout.strip() == "after"
     assert worker.get(PY) is warm
 
 
-def test_without_a_worker_the_same_script_runs_in_a_new_interpreter(monkeypatch):
+def test_without_a_worker_the_same_script_runs_in_a_new_interpreter(monkeypatch, script):
     monkeypatch.setenv("DRIVER_NO_WORKER", "1")
     assert worker.get(PY) is None
-    r = worker.run_py(PY, STATE, ["z"])
+    state = script(STATE)
+    r = worker.run_py(PY, state, ["z"])
     assert r.returncode == 0 and lines(r.stdout)["argv"] == "['z']"
+    assert lines(r.stdout)["path0"] == str(state.parent)
 
 
-def test_a_dead_worker_is_replaced_and_its_request_still_runs(warm):
+def test_a_dead_worker_is_replaced_and_its_request_still_runs(warm, script):
     warm.proc.kill()
     warm.proc.wait()
-    r = worker.run_py(PY, "print(40 + 2)", [])
+    r = worker.run_py(PY, script("print(40 + 2)"), [])
     assert r.stdout.strip() == "42"
     assert worker.get(PY) is not warm
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_run_module_runs_a_module_as_python_dash_m_does(tmp_path, monkeypatch, forked):
+    """The embedded trainer's probe runs as `python -m MODULE` would: the working directory on
+    sys.path (a module there is found), argv[0] the module's file, argv[1:] its arguments."""
+    if not forked:
+        monkeypatch.setenv("DRIVER_NO_WORKER", "1")
+    (tmp_path / "probe_like_module.py").write_text(
+        "import os, sys\nprint(os.path.basename(sys.argv[0]), sys.argv[1:], __name__)\n")
+    try:
+        r = worker.run_py(PY, worker.RUN_MODULE, ["probe_like_module", "--k", 4], cwd=str(tmp_path))
+    finally:
+        worker.close_all()
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[0] == "probe_like_module.py ['--k', '4'] __main__"
 
 
 def test_an_env_installed_after_the_worker_started_is_found_by_the_next_request(warm, tmp_path):

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from driver.dialects import get  # noqa: E402
-from driver.dialects.classic import Knobs  # noqa: E402
+from driver.run.model import Knobs  # noqa: E402
 
 _PARSE = r'''
 import json, sys
@@ -60,7 +60,7 @@ else:
 print(json.dumps({"ok": True, "view": view}, default=str))
 '''
 
-KNOBS = Knobs(model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16, steps_per_run=30,
+KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16, steps_per_run=30,
               eval_examples=200, lr=3e-6)
 HUB = {"env_id": "stock-arithmetic", "env_args": {}, "eval_size": 200, "train_args": {"split": "train"},
        "eval_args": {"split": "test"}, "selection": {"size": 200, "args": {"split": "validation"}}}
@@ -73,12 +73,12 @@ def cases(tmp: Path) -> list[tuple[str, str, list[str], bool]]:
     (it0 / "run" / "checkpoints" / "step_30").mkdir(parents=True, exist_ok=True)
     files = {
         "base": d.render_base(HUB, KNOBS), "overlay": d.render_eval_overlay(HUB, KNOBS),
-        "iter_1": d.render_run(arm="iter_1", purpose="fork iter_0", hub=HUB, knobs=KNOBS,
+        "iter_1": d.render_run(arm="iter_1", purpose="fork iter_0", hub=HUB, knobs=KNOBS, eval_knobs=KNOBS,
                                train_envs=[d.train_env_block("stock-arithmetic", {"split": "validation"})],
                                resume_step=30, resume_from=it0),
-        "run_b": d.render_run(arm="run_b", purpose="two sources", hub=HUB, knobs=KNOBS, resume_step=None,
-                              train_envs=d.control_sources("run_b", d.train_env_block(
-                                  "stock-arithmetic", {"split": "train"}), "stock-arithmetic")),
+        "run_b": d.render_run(arm="run_b", purpose="two sources", hub=HUB, knobs=KNOBS, eval_knobs=KNOBS, resume_step=None,
+                              train_envs=d.train_sources("stock-arithmetic", d.train_env_block(
+                                  "stock-arithmetic", {"split": "train"}))),
         "evals": d.render_final_eval(HUB, KNOBS, it0 / "run" / "broadcasts" / "step_30", tmp / "fe"),
     }
     paths = {}

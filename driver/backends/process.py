@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
-from driver.backends import Backend
+from driver.backends.base import Command, ProcessIdentity
 from driver.run.model import TrainerProcess
 from driver.run.rundir import now
 
@@ -29,13 +30,13 @@ def rc_path(log: Path) -> Path:
     return Path(log).with_suffix(".rc")
 
 
-def launch(backend: Backend, args: list[str], output_dir: Path, log: Path) -> TrainerProcess:
+def launch(command: Command, args: list[str], output_dir: Path, log: Path) -> TrainerProcess:
     log = Path(log)
     rc = rc_path(log)
     if rc.exists():
         rc.unlink()
-    cmd = ["/bin/sh", "-c", _WRAPPER, "rl-wrapper", str(rc), str(log), *backend.command, *args]
-    proc = subprocess.Popen(cmd, cwd=backend.cwd, stdin=subprocess.DEVNULL,
+    cmd = ["/bin/sh", "-c", _WRAPPER, "rl-wrapper", str(rc), str(log), *command.argv, *args]
+    proc = subprocess.Popen(cmd, cwd=command.cwd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     create_time, since_boot = process_start(psutil.Process(proc.pid))
@@ -54,20 +55,20 @@ def process_start(p: psutil.Process) -> tuple[float, float]:
     return create_time, create_time - psutil.boot_time()
 
 
-def is_alive(tp) -> bool:
+def is_alive(tp: ProcessIdentity) -> bool:
     """Same pid and same start: a recycled pid is not our trainer. `tp` needs `pid` and
     `create_time`; its `started_since_boot`, where recorded, is what is compared, so a clock
     adjustment while a trainer runs cannot make it look dead."""
     try:
         p = psutil.Process(tp.pid)
         create_time, since_boot = process_start(p)
-        recorded = getattr(tp, "started_since_boot", None)
+        recorded = tp.started_since_boot
         if recorded is not None:
             if abs(since_boot - recorded) > 0.01:
                 return False
         elif abs(create_time - tp.create_time) > 0.01:
             return False
-        return p.status() != psutil.STATUS_ZOMBIE
+        return bool(p.status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 
@@ -86,7 +87,7 @@ def find_orphan(output_dir: Path) -> TrainerProcess | None:
     return None
 
 
-def reap(tp: TrainerProcess) -> None:
+def reap(tp: ProcessIdentity) -> None:
     """Collect the wrapper if it is our child, so it does not linger as a zombie."""
     try:
         os.waitpid(tp.pid, os.WNOHANG)
@@ -118,8 +119,9 @@ def exit_status(log: Path) -> int | None:
 
 
 def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
-         interval: float = 1.0, cap_s: float = DEFAULT_POLL_CAP_S, on_tick=None,
-         progress=None, stall_s: float | None = None) -> PollResult:
+         interval: float = 1.0, cap_s: float = DEFAULT_POLL_CAP_S,
+         on_tick: Callable[[int], None] | None = None, progress: Callable[[], object] | None = None,
+         stall_s: float | None = None) -> PollResult:
     """Wait until the trainer has exited (status file written) or the cap is reached.
 
     Done means exit status 0 and a complete eval file. The eval file filling up first is not
@@ -161,7 +163,7 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
         time.sleep(interval)
 
 
-def stop(tp: TrainerProcess, grace_s: float = 10.0) -> None:
+def stop(tp: ProcessIdentity, grace_s: float = 10.0) -> None:
     """Stop a process we launched in its own session (a trainer: wrapper and trainer; a
     generator), TERM then KILL. `tp` needs only `pid` and `create_time`."""
     import signal

@@ -6,7 +6,12 @@ picks the dialect from the checkout's version with `for_version` before a run di
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from driver.errors import UsageError
+
+if TYPE_CHECKING:
+    from driver.dialects.base import Dialect
 
 # prime-rl versions (PEP 440, from the checkout's git tag) each dialect's configs and layout
 # are written for. classic: [[orchestrator.train.env]] arrived in v0.5.1.dev55 and dev226 renamed
@@ -67,11 +72,13 @@ def for_version(version: str, source: str) -> str:
         f"yourself, set {VERSION_VAR} to a version inside a window.")
 
 
-def get(name: str):
+def get(name: str) -> "Dialect":
+    """The dialect a run speaks (run.json's `dialect`): the one registry of this seam."""
     from driver.dialects.classic import ClassicDialect
     from driver.dialects.current import CurrentDialect
 
-    dialects = {"classic": ClassicDialect, "current": CurrentDialect}
+    # typed with the protocol: the type checker holds both implementations to it
+    dialects: dict[str, type[Dialect]] = {"classic": ClassicDialect, "current": CurrentDialect}
     try:
         return dialects[name]()
     except KeyError:

@@ -6,44 +6,17 @@ broadcasts}/step_N`, with rollout rows in `{train,eval}_rollouts.jsonl`.
 """
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 from driver import resources
 from driver.dialects import classic_schema
-from driver.run.defaults import batch_problem
+from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
 from driver.errors import UsageError
+from driver.run.model import Knobs, batch_problem
 from rl_contract.classic import ClassicLayout
 
 # the eval env name that marks selection-split rows in an eval file (evaluation.py splits on it)
 SELECTION_ENV = "hub-selection"
-
-
-@dataclass(frozen=True)
-class Knobs:
-    """Per-run settings shared by every arm (the seed's standardized hyperparameters)."""
-    model: str
-    batch_size: int
-    rollouts_per_example: int
-    steps_per_run: int
-    eval_examples: int
-    seq_len: int = 2048
-    train_max_tokens: int = 1024
-    eval_max_tokens: int = 1024
-    train_temperature: float = 1.0
-    lr: float | None = None           # None: the trainer's own default
-    difficulty_filter: bool = False   # drop groups whose rollouts all score the same
-    wandb_project: str = "synthetic-self-improve-rl"
-
-
-def resume_step_value(value, where: str) -> int:
-    """A resume step as a positive int (flags arrive as strings), or a UsageError."""
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if type(value) is not int or value < 1:
-        raise UsageError(f"{where} must be a positive integer, got {value!r}")
-    return value
 
 
 def check_batch(orch: dict, group_key: str) -> None:
@@ -66,6 +39,9 @@ class ClassicDialect(ClassicLayout):
     forks_checkpoints = False     # arms resume from copies of iter_0's trees (arm.prestage)
     eval_view = None   # eval rows are classic rollout rows: evaluation's own numeric view
     separate_final_eval = False   # the run's own eval at max_steps is the measurement
+
+    def final_eval_dir(self, out: Path, step: int) -> Path:
+        raise UsageError("the classic generation evaluates its final weights in the run itself")
 
     # ---- configs -----------------------------------------------------------------------------
     def train_env_block(self, env_id: str, args: dict | None = None, name: str | None = None) -> dict:
@@ -95,19 +71,14 @@ class ClassicDialect(ClassicLayout):
         return blocks
 
     def render_base(self, hub: dict, knobs: Knobs) -> str:
-        return resources.jinja().get_template("classic/base_rl.toml.j2").render(
-            max_steps=knobs.steps_per_run, seq_len=knobs.seq_len, model=knobs.model,
-            batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
-            train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
-            lr=knobs.lr, difficulty_filter=knobs.difficulty_filter,
-            train_env=self.train_env_block(hub["env_id"], hub.get("env_args")))
+        return str(resources.jinja().get_template("classic/base_rl.toml.j2").render(
+            max_steps=knobs.steps_per_run, k=knobs, train_env=self.hub_train_block(hub)))
 
     def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
-        return resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
-            max_steps=knobs.steps_per_run, eval_max_tokens=knobs.eval_max_tokens,
-            eval_envs=self.eval_env_blocks(hub, knobs))
+        return str(resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
+            max_steps=knobs.steps_per_run, e=knobs, eval_envs=self.eval_env_blocks(hub, knobs)))
 
-    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs,
                    train_envs: list[dict], resume_step: int | None,
                    resume_from: Path | None = None) -> str:
         """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
@@ -116,23 +87,27 @@ class ClassicDialect(ClassicLayout):
         if resume_step is not None and (type(resume_step) is not int or resume_step < 1):
             raise UsageError(f"resume_step must be a positive integer step, got {resume_step!r}")
         max_steps = (resume_step or 0) + knobs.steps_per_run
-        return resources.jinja().get_template("classic/rl.toml.j2").render(
-            arm=arm, purpose=purpose, max_steps=max_steps, seq_len=knobs.seq_len,
-            wandb_project=knobs.wandb_project, model=knobs.model,
-            ckpt_interval=knobs.steps_per_run, resume_step=resume_step,
-            batch_size=knobs.batch_size, rollouts_per_example=knobs.rollouts_per_example,
-            train_max_tokens=knobs.train_max_tokens, train_temperature=knobs.train_temperature,
-            lr=knobs.lr, difficulty_filter=knobs.difficulty_filter, train_envs=train_envs,
-            eval_max_tokens=knobs.eval_max_tokens, eval_envs=self.eval_env_blocks(hub, knobs))
+        return str(resources.jinja().get_template("classic/rl.toml.j2").render(
+            arm=arm, purpose=purpose, max_steps=max_steps, wandb_project=wandb_project(hub),
+            ckpt_interval=knobs.steps_per_run, resume_step=resume_step, k=knobs, e=eval_knobs,
+            train_envs=train_envs, eval_envs=self.eval_env_blocks(hub, eval_knobs)))
 
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("env", []) or [])
 
-    def control_sources(self, which: str, hub_block: dict, package: str) -> list[dict]:
-        """A control's train envs: run B trains on the hub's block and the generated env,
-        runs A and C on the generated env."""
-        gen = self.train_env_block(package, name=package)
-        return [hub_block, gen] if which == "run_b" else [gen]
+    def hub_train_block(self, hub: dict) -> dict:
+        return self.train_env_block(hub["env_id"], hub.get("env_args"))
+
+    def train_sources(self, package: str, hub_block: dict | None) -> list[dict]:
+        if hub_block is None:
+            return [self.train_env_block(package)]
+        return [hub_block, self.train_env_block(package, name=package)]
+
+    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str:
+        raise UsageError("the classic generation evaluates its final weights in the run itself")
+
+    def check_final_eval(self, text: str) -> dict:
+        raise UsageError("the classic generation has no standalone final-weights eval")
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
         return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
@@ -142,11 +117,7 @@ class ClassicDialect(ClassicLayout):
 
     def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
         """Parse a rendered config back and refuse what would waste a launch."""
-        try:
-            cfg = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise UsageError(f"rendered config is not valid TOML ({e}); this is a driver bug") from None
-        return self.check_effective(cfg, expect_resume=expect_resume, complete=False)
+        return self.check_effective(parse_rendered(text), expect_resume=expect_resume, complete=False)
 
     def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
                         complete: bool = True) -> dict:

@@ -9,6 +9,8 @@ before a launch costs GPU time.
 """
 from __future__ import annotations
 
+from typing import Any
+
 OPEN = "open"
 LEAF = "leaf"
 
@@ -43,7 +45,7 @@ SCHEMA = {
 }
 
 
-def unknown_keys(cfg: dict, schema=None, where: str = "") -> list[str]:
+def unknown_keys(cfg: dict, schema: Any = None, where: str = "") -> list[str]:
     """Dotted paths in cfg that the snapshot says prime-rl would reject."""
     schema = SCHEMA if schema is None else schema
     bad = []

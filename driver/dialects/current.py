@@ -20,8 +20,10 @@ from pathlib import Path
 import tomli_w
 
 from driver.dialects import current_schema
-from driver.dialects.classic import SELECTION_ENV, ClassicDialect, Knobs, check_batch, resume_step_value
+from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
+from driver.dialects.classic import SELECTION_ENV, check_batch
 from driver.errors import UsageError
+from driver.run.model import Knobs
 from rl_contract.current import RUN_NAME, CurrentLayout, eval_view
 
 TRAIN_SOURCE = "train"
@@ -75,14 +77,17 @@ class CurrentDialect(CurrentLayout):
         """The taskset fields that select the hub's train split (hub_env.json `train_args`)."""
         return {**(hub.get("env_args") or {}), **(hub.get("train_args") or {})}
 
+    def hub_train_block(self, hub: dict) -> dict:
+        return self.train_env_block(hub["env_id"], self.hub_train_args(hub))
+
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("source", []) or [])
 
-    def control_sources(self, which: str, hub_block: dict, package: str) -> list[dict]:
-        """A control's train sources. Runs A and C fork iter_0, so their one source keeps
-        iter_0's name; run B trains from base on the hub taskset and the generated one, half
-        the task draws each."""
-        if which != "run_b":
+    def train_sources(self, package: str, hub_block: dict | None) -> list[dict]:
+        """An arm's train sources. An arm that forks iter_0 has one source, which keeps iter_0's
+        name; an arm that also trains on the hub taskset (from base) has both, half the task
+        draws each."""
+        if hub_block is None:
             return [self.train_env_block(package)]
         return [{**hub_block, "name": HUB_SOURCE, "ratio": 0.5},
                 self.train_env_block(package, name=package, ratio=0.5)]
@@ -104,8 +109,8 @@ class CurrentDialect(CurrentLayout):
                      "weight_broadcast": {"type": "filesystem"},
                      "orchestrator": {"batch_size": knobs.batch_size,
                                       "group_size": knobs.rollouts_per_example,
-                                      "train": {"sampling": {"max_completion_tokens": knobs.train_max_tokens,
-                                                             "temperature": knobs.train_temperature},
+                                      "train": {"sampling": {"max_completion_tokens": knobs.max_completion_tokens,
+                                                             "temperature": knobs.temperature},
                                                 "source": sources}},
                      "trainer": {}, "inference": {}}
         if knobs.lr is not None:
@@ -116,8 +121,7 @@ class CurrentDialect(CurrentLayout):
 
     # ---- configs -----------------------------------------------------------------------------
     def render_base(self, hub: dict, knobs: Knobs) -> str:
-        cfg = self._common(knobs, knobs.steps_per_run,
-                           [self.train_env_block(hub["env_id"], self.hub_train_args(hub))])
+        cfg = self._common(knobs, knobs.steps_per_run, [self.hub_train_block(hub)])
         return _header("Base config for iter_0 (current prime-rl): trains on the hub taskset.\n"
                        "Its final weights are measured by a separate `evals` launch.") + tomli_w.dumps(cfg)
 
@@ -129,7 +133,7 @@ class CurrentDialect(CurrentLayout):
                 + tomli_w.dumps({"ckpt": {"interval": knobs.steps_per_run},
                                  "weight_broadcast": {"type": "filesystem"}}))
 
-    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs,
                    train_envs: list[dict], resume_step: int | None,
                    resume_from: Path | None = None) -> str:
         """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
@@ -141,19 +145,19 @@ class CurrentDialect(CurrentLayout):
                              "holding step F) is needed with resume_step")
         cfg = self._common(knobs, (resume_step or 0) + knobs.steps_per_run, train_envs)
         if resume_step is not None:
+            assert resume_from is not None   # refused above
             cfg["resume"] = {"dir": str(self.checkpoint_dir(Path(resume_from), resume_step))}
-        cfg["monitors"] = {"wandb": {"project": knobs.wandb_project, "name": arm}}
+        cfg["monitors"] = {"wandb": {"project": wandb_project(hub), "name": arm}}
         return _header(f"{arm}: {purpose}") + tomli_w.dumps(cfg)
 
-    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path,
-                          full: bool = True) -> str:
+    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str:
         """prime-rl's standalone `evals` config: every eval source once against the server that
         serves `weights` (an arm's final broadcast), written to output_dir/rollouts/step_0."""
         blocks = self.eval_env_blocks(hub, knobs)
         cfg = {"model": str(weights), "output_dir": str(output_dir),
                "eval": {"client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"},
-                        "sampling": {"temperature": 0.0, "max_completion_tokens": knobs.eval_max_tokens},
-                        "source": blocks if full else blocks[:1]}}
+                        "sampling": {"temperature": 0.0, "max_completion_tokens": knobs.max_completion_tokens},
+                        "source": blocks}}
         return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps).") + tomli_w.dumps(cfg)
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
@@ -163,8 +167,9 @@ class CurrentDialect(CurrentLayout):
                 "--output-dir", str(output_dir), "--run.name", RUN_NAME]
 
     # ---- checks ------------------------------------------------------------------------------
-    # parse a rendered file back and apply this dialect's check_effective to it
-    check_rendered = ClassicDialect.check_rendered
+    def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
+        """Parse a rendered config back and refuse what would waste a launch."""
+        return self.check_effective(parse_rendered(text), expect_resume=expect_resume, complete=False)
 
     def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
                         complete: bool = True) -> dict:

@@ -7,6 +7,8 @@ unknown keys, so a key outside a closed table fails validation after the launch.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from driver.dialects.classic_schema import LEAF, OPEN, unknown_keys as _unknown_keys
 
 # a taskset's own fields sit beside `id` (no `args`); they are the taskset's TasksetConfig's,
@@ -47,7 +49,7 @@ SCHEMA = {
 EVALS_SCHEMA = {
     "model": LEAF, "output_dir": LEAF, "log": OPEN, "monitors": OPEN, "weight_broadcast": OPEN,
     "online": {"broadcasts_dir": LEAF, "max_steps": LEAF, "resume_step": LEAF},
-    "eval": {**SCHEMA["orchestrator"]["eval"], "client": OPEN, "env_server_base_port": LEAF,
+    "eval": {**SCHEMA["orchestrator"]["eval"], "client": OPEN, "env_server_base_port": LEAF,  # type: ignore[index]
              "concurrency": OPEN},
 }
 
@@ -96,5 +98,5 @@ def has_renderer(model: str) -> bool:
     return model in RENDERER_MODELS
 
 
-def unknown_keys(cfg: dict, schema=None) -> list[str]:
+def unknown_keys(cfg: dict, schema: Any = None) -> list[str]:
     return _unknown_keys(cfg, SCHEMA if schema is None else schema)

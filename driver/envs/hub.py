@@ -1,8 +1,9 @@
 """Environments: hub introspection, generated environment packages, cleanup-then-install.
 
 All environment code runs in a subprocess of the interpreter that will load the environment at
-training time (the driver's own for the embedded trainer, prime-rl's venv for prime-rl): the
-driver itself never imports verifiers, and what it checks is what the trainer will see.
+training time (the driver's own for the embedded trainer, prime-rl's venv for prime-rl), as the
+env-side jobs of driver/envside called through driver/envs/envside.py: the driver itself never
+imports verifiers, and what it checks is what the trainer will see.
 """
 from __future__ import annotations
 
@@ -14,137 +15,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from driver import faults
-from driver import resources
-from driver.envs import tasksets
-from driver.envs import worker
-from driver.gates import decontam
+from driver import faults, resources
+from driver.envs import envside, tasksets
 from driver.errors import DriverError
 from generators.core import module_name
 
 BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
-CLASSIC = "environment"      # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
+CLASSIC = envside.CLASSIC    # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
 
 
 def kind_of(hub: dict) -> str:
     return hub.get("kind") or CLASSIC
-
-# Runs in the target interpreter. Prints one JSON line; never touches the eval split's rows.
-_INTROSPECT = r"""
-import json, re, sys
-env_id, env_args = sys.argv[1], json.loads(sys.argv[2])
-import verifiers as vf
-env = vf.load_environment(env_id, **env_args)
-def funcs(rubric):
-    if hasattr(rubric, "rubrics"):
-        out = []
-        for r in rubric.rubrics:
-            out += funcs(r)
-        return out
-    names = [getattr(f, "__name__", repr(f)) for f in getattr(rubric, "funcs", getattr(rubric, "reward_funcs", []))]
-    weights = list(getattr(rubric, "weights", getattr(rubric, "reward_weights", [])))
-    return [{"name": n, "weight": float(w), "rubric_class": type(rubric).__name__} for n, w in zip(names, weights)]
-def own_rubric_class(rubric):
-    if hasattr(rubric, "rubrics"):
-        own = [r for r in rubric.rubrics if type(r).__name__ != "MultiTurnMonitorRubric"]
-        if len(own) == 1:
-            return type(own[0]).__name__
-    return type(rubric).__name__
-train = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
-ev = env.get_eval_dataset()
-samples = []
-for i in range(min(3, len(train))):
-    row = train[i]
-    samples.append({k: row[k] for k in ("question", "answer", "info") if k in row})
-# a selection split: the env's loader takes eval_split and has a validation split behind it
-# (its size is read, none of its rows); argv[3] is the env's module (envs.module_name)
-selection = None
-try:
-    import importlib, inspect
-    mod = importlib.import_module(sys.argv[3])
-    if "eval_split" in inspect.signature(mod.load_environment).parameters and "eval_split" not in env_args:
-        for split in ("validation", "val", "dev"):
-            try:
-                n_sel = len(vf.load_environment(env_id, **{**env_args, "eval_split": split}).get_eval_dataset())
-            except Exception:
-                continue
-            if n_sel:
-                selection = {"args": {**env_args, "eval_split": split}, "split": split, "size": n_sel}
-                break
-except Exception:
-    selection = None
-# the info keys the rubric reads: score sample train rows (their answer as the completion) with
-# an info that records every key looked up; None where scoring cannot run this way
-info_keys_read = None
-try:
-    import asyncio
-    from verifiers.types import State
-    class _Recorder(dict):
-        keys = set()
-        def __getitem__(self, k):
-            _Recorder.keys.add(k)
-            return super().__getitem__(k)
-        def get(self, k, default=None):
-            _Recorder.keys.add(k)
-            return super().get(k, default)
-        def __contains__(self, k):
-            _Recorder.keys.add(k)
-            return super().__contains__(k)
-    for i in range(min(3, len(train))):
-        row = train[i]
-        st = State(input={"prompt": row.get("prompt") or [], "answer": str(row.get("answer", "")),
-                          "info": _Recorder(row.get("info") or {}), "example_id": i, "task": "default"})
-        st["completion"] = [{"role": "assistant", "content": str(row.get("answer", ""))}]
-        st["trajectory"] = []
-        asyncio.run(env.rubric.score_rollout(st))
-    info_keys_read = sorted(map(str, _Recorder.keys))
-except Exception:
-    info_keys_read = None
-print("@@HUB@@" + json.dumps({
-    "env_class": type(env).__name__,
-    "env_module": type(env).__module__,
-    "parser_class": type(env.parser).__name__,
-    "parser_module": type(env.parser).__module__,
-    "rubric_class": own_rubric_class(env.rubric),
-    "rubric_funcs": funcs(env.rubric),
-    "system_prompt": env.system_prompt or "",
-    "train_size": len(train),
-    "eval_size": len(ev),
-    "train_columns": list(train.column_names),
-    "sample_train_rows": samples,
-    "selection": selection,
-    "info_keys_read": info_keys_read,
-}, default=str))
-""" + decontam.EVAL_SIDE_BODY
-
-_COUNT_ROWS = r"""
-import sys
-import verifiers as vf
-env = vf.load_environment(sys.argv[1])
-print("@@ROWS@@", len(env.get_dataset()))
-"""
-
-# Runs in the target interpreter: a seeded resample of the hub env's *train* rows (control C's
-# rows when the env has no family generator), as question/answer/info lines.
-_SAMPLE_TRAIN = r"""
-import json, random, sys
-env_id, env_args, n, seed, dest = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-import verifiers as vf
-env = vf.load_environment(env_id, **env_args)
-train = env.get_dataset() if hasattr(env, "get_dataset") else env.dataset
-""" + tasksets.SEEDED_PICKS + r"""with open(dest, "w", encoding="utf-8") as f:
-    for i in picks:
-        row = train[i]
-        q = row.get("question")
-        if q is None:
-            users = [m for m in row.get("prompt") or [] if m.get("role") == "user"]
-            q = users[-1]["content"] if users else ""
-        f.write(json.dumps({"question": q, "answer": row.get("answer", ""),
-                            "info": row.get("info") or {}}) + "\n")
-print("@@ROWS@@", len(picks))
-"""
-
-_FORMAT_WORDS = re.compile(r"json|format|answer|reply|respond|tag|<|box|exactly", re.I)
+_FORMAT_WORDS = re.compile(r"json|format|answer|reply|respond|tag|<|box|exactly", re.IGNORECASE)
 
 
 def answer_format_instruction(system_prompt: str) -> str:
@@ -153,22 +35,11 @@ def answer_format_instruction(system_prompt: str) -> str:
     return " ".join(s for s in sentences if _FORMAT_WORDS.search(s)).strip()
 
 
-def _run_py(python: str, script: str, args: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return worker.run_py(python, script, args, timeout=timeout)
-
-
-def _marker_line(out: str, marker: str) -> str | None:
-    for line in out.splitlines():
-        if line.startswith(marker):
-            return line[len(marker):].strip()
-    return None
-
-
 def _unimportable(python: str, modules: list[str]) -> set[str]:
     """The modules the given interpreter cannot find (one subprocess for all of them)."""
-    r = subprocess.run([python, "-c", "import importlib.util,sys; print('\\n'.join(m for m in "
-                        "sys.argv[1:] if importlib.util.find_spec(m) is None))", *modules],
-                       capture_output=True, text=True)
+    find = ("import importlib.util,sys; print('\\n'.join(m for m in sys.argv[1:] "
+            "if importlib.util.find_spec(m) is None))")
+    r = subprocess.run([python, "-c", find, *modules], capture_output=True, text=True, check=False)
     return set(r.stdout.split()) if r.returncode == 0 else set(modules)
 
 
@@ -194,7 +65,8 @@ def ensure_installed(python: str, env_id: str, hub_id: str | None = None) -> Non
         return
     prime = shutil.which("prime")
     if prime:
-        r = subprocess.run([prime, "env", "install", hub_id or env_id], capture_output=True, text=True)
+        r = subprocess.run([prime, "env", "install", hub_id or env_id], capture_output=True, text=True,
+                           check=False)
         if r.returncode == 0 and is_importable(python, mod):
             return
     raise DriverError(
@@ -213,20 +85,17 @@ def introspect_with_fingerprints(python: str, env_id: str, env_args: dict | None
     """hub_env.json's content, and the eval split's decontamination fingerprints (hashes
     only), from one load of the env (`kind`: a classic environment or a v1 taskset)."""
     ensure_installed(python, env_id, hub_id)
-    if kind == tasksets.KIND:
-        r = _run_py(python, tasksets.script("introspect"), [env_id, json.dumps(env_args or {})])
-    else:
-        r = _run_py(python, _INTROSPECT, [env_id, json.dumps(env_args or {}), module_name(env_id)])
-    payload = _marker_line(r.stdout, "@@HUB@@")
-    if r.returncode != 0 or payload is None:
-        tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])
-        raise DriverError(f"hub env not found: loading '{env_id}' failed:\n{tail}", exit_code=2)
-    info = json.loads(payload)
+    request = envside.IntrospectRequest(env_id=env_id, env_args=env_args or {},
+                                        module=None if kind == tasksets.KIND else module_name(env_id))
+    try:
+        got = envside.call(python, envside.JOBS[kind].introspect, request)
+    except envside.EnvsideError as e:
+        raise DriverError(f"hub env not found: loading '{env_id}' failed:\n{e.tail()}", exit_code=2) from None
+    info = got.hub.as_dict()
     info["env_id"] = env_id
     info["env_args"] = env_args or {}
     info["answer_format_instruction"] = answer_format_instruction(info["system_prompt"])
-    fp = _marker_line(r.stdout, "@@FP@@")
-    return info, (json.loads(fp) if fp else None)
+    return info, (got.fingerprints.model_dump() if got.fingerprints else None)
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,7 +144,7 @@ def install_scheme(python: str) -> dict:
     """`python`'s install paths (sysconfig's), read once per driver process."""
     if python not in _SCHEMES:
         r = subprocess.run([python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"],
-                           capture_output=True, text=True, timeout=60)
+                           capture_output=True, text=True, timeout=60, check=False)
         if r.returncode != 0:
             raise DriverError(f"cannot read the install paths of {python}: {r.stderr.strip()[-500:]}")
         _SCHEMES[python] = json.loads(r.stdout)
@@ -315,7 +184,7 @@ def install_package(python: str, pkg_dir: Path) -> None:
     prime = shutil.which("prime")
     if prime and Path(python).resolve() != Path(sys.executable).resolve():
         r = subprocess.run([prime, "env", "install", pkg_dir.name, "-p", str(pkg_dir.parent)],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
         if r.returncode != 0:
             raise DriverError(f"installing {pkg_dir} failed:\n{r.stderr.strip()[-2000:]}")
         return
@@ -334,7 +203,7 @@ def install_package(python: str, pkg_dir: Path) -> None:
                 interpreter=python, script_kind="posix", bytecode_optimization_levels=())
             with WheelFile.open(wheel) as source:
                 install(source, dest, {"INSTALLER": b"synthetic-self-improve-rl\n"})
-        except Exception as e:   # a broken pyproject, a full disk, a file already there
+        except Exception as e:  # noqa: BLE001 - a broken pyproject, a full disk, a file already there
             raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 
 
@@ -342,25 +211,25 @@ def sample_train_rows(python: str, hub: dict, n: int, seed: str, dest: Path) -> 
     """Write `n` rows resampled (seeded, without replacement until the split runs out) from the
     hub env's train split to `dest`. Train rows only: the eval split is never read."""
     tmp = Path(dest).with_name(Path(dest).name + ".tmp")
-    env_id = hub["env_id"]
-    if kind_of(hub) == tasksets.KIND:
-        r = _run_py(python, tasksets.script("sample_train"),
-                    [env_id, json.dumps(tasksets.train_fields(hub)), str(n), seed, str(tmp)])
-    else:
-        r = _run_py(python, _SAMPLE_TRAIN, [env_id, json.dumps(hub.get("env_args") or {}), str(n), seed, str(tmp)])
-    got = _marker_line(r.stdout, "@@ROWS@@")
-    if r.returncode != 0 or got is None or int(got) != n:
-        tail = "\n".join((r.stderr or "").strip().splitlines()[-8:])
-        raise DriverError(f"resampling {n} train rows of {env_id} failed:\n{tail}")
+    env_id, kind = hub["env_id"], kind_of(hub)
+    fields = tasksets.train_fields(hub) if kind == tasksets.KIND else hub.get("env_args") or {}
+    try:
+        got = envside.call(python, envside.JOBS[kind].sample_train, envside.SampleRequest(
+            env_id=env_id, env_args=fields, n=n, seed=seed, dest=str(tmp))).rows
+    except envside.EnvsideError as e:
+        raise DriverError(f"resampling {n} train rows of {env_id} failed:\n{e.tail()}") from None
+    if got != n:
+        raise DriverError(f"resampling {n} train rows of {env_id} failed: {got} rows came back")
     tmp.replace(dest)
     return n
 
 
 def count_rows(python: str, name: str, kind: str = CLASSIC) -> int | None:
     """How many rows (or tasks) an installed generated env builds, in a fresh process."""
-    r = _run_py(python, tasksets.script("count") if kind == tasksets.KIND else _COUNT_ROWS, [name])
-    got = _marker_line(r.stdout, "@@ROWS@@")
-    return int(got) if r.returncode == 0 and got is not None else None
+    try:
+        return envside.call(python, envside.JOBS[kind].count, envside.CountRequest(env_id=name)).rows
+    except envside.EnvsideError:
+        return None
 
 
 def install_generated(python: str, pkg_dir: Path, expected_rows: int, kind: str = CLASSIC) -> dict:

@@ -14,8 +14,10 @@ without the import time. A request that needs a library the worker has not loade
 itself. The worker reads requests on stdin, so it ends when the driver does, however the driver
 ends; a request past its time limit has its process killed.
 
-Where fork is unavailable, or the worker cannot start, `run_py` falls back to a new
-interpreter per script (the old behaviour, same results).
+The worker and what it runs are files of driver/envside, run by path: worker_server.py, and
+per request a file such as envside/call.py (an env-side job) or envside/run_module.py (a module,
+as `python -m` runs it). Where fork is unavailable (or DRIVER_NO_WORKER is set), or the worker
+cannot start, `run_py` falls back to a new interpreter per request (same results).
 """
 from __future__ import annotations
 
@@ -29,57 +31,19 @@ import tempfile
 import threading
 from pathlib import Path
 
-# Runs in the target interpreter: argv[1] = JSON list of import statements to run first.
-_SERVER = r'''
-import json, os, sys, traceback
-for stmt in json.loads(sys.argv[1]):
-    try:
-        exec(stmt, {})
-    except Exception:
-        pass   # a library that is not there is imported (or found missing) by the request
-out = os.fdopen(os.dup(1), "w")
-print(json.dumps({"ready": True}), file=out, flush=True)
-for line in sys.stdin:
-    req = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setsid()   # its own group: a time limit kills the request's whole tree
-            for target, path in ((1, req["stdout"]), (2, req["stderr"])):
-                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), target)
-            if req.get("cwd"):
-                os.chdir(req["cwd"])
-            os.environ.update(req.get("env") or {})
-            sys.stdin = open(os.devnull)
-            sys.argv = ["-c", *req["argv"]]
-            try:
-                exec(compile(req["script"], "<driver script>", "exec"), {"__name__": "__main__"})
-                code = 0
-            except SystemExit as e:
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-        finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code)
-    print(json.dumps({"pid": pid}), file=out, flush=True)
-    _, status = os.waitpid(pid, 0)
-    print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), file=out, flush=True)
-'''
+ENVSIDE = Path(__file__).resolve().parents[1] / "envside"
+SERVER = ENVSIDE / "worker_server.py"
+# runs a module as `python -m MODULE ARGS...` would: run_py(python, RUN_MODULE, [MODULE, *ARGS])
+RUN_MODULE = ENVSIDE / "run_module.py"
 
-VERIFIERS = ["import verifiers as vf; vf.SingleTurnEnv; vf.Rubric; vf.Parser",
-             "from verifiers.types import State", "import datasets"]
-# verifiers v1 (tasksets) takes about four seconds to import: only a worker for scripts that use
-# it (driver/tasksets.py's) loads it
-V1 = ["import verifiers.v1", "from verifiers.v1.utils.loaders import taskset_class"]
-TORCH = ["import torch", "import transformers",
-         "from transformers.models.qwen2 import modeling_qwen2",
-         "import embedded_trainer.rollouts"]
+# What a worker imports before its first request (worker_server.py: "module" or
+# "module:attr,attr", the attributes touched so that verifiers' lazily loaded classic API loads)
+VERIFIERS = ["verifiers:SingleTurnEnv,Rubric,Parser", "verifiers.types:State", "datasets"]
+# verifiers v1 (tasksets) takes about four seconds to import: only a worker for requests that
+# say they need it (v1=True: the taskset jobs) loads it, and that one leaves the classic API out
+V1 = ["verifiers.v1", "verifiers.v1.utils.loaders:taskset_class"]
+TORCH = ["torch", "transformers", "transformers.models.qwen2.modeling_qwen2",
+         "embedded_trainer.rollouts"]
 
 
 class Worker:
@@ -89,7 +53,7 @@ class Worker:
         self.python = python
         self.lock = threading.Lock()
         self.buf = b""
-        self.proc = subprocess.Popen([python, "-c", _SERVER, json.dumps(preload)],
+        self.proc = subprocess.Popen([python, str(SERVER), json.dumps(preload)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         self.ready = False   # the imports run while the driver goes on; run() waits for them
@@ -118,12 +82,12 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, script: str, args: list[str], timeout: float, cwd: str | None = None,
+    def run(self, script: Path, args: list[str], timeout: float, cwd: str | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
         with self.lock, tempfile.TemporaryDirectory(prefix="driver-worker-") as tmp:
             self._await_ready()
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            req = {"script": script, "argv": [str(a) for a in args], "stdout": str(out),
+            req = {"path": str(script), "argv": [str(a) for a in args], "stdout": str(out),
                    "stderr": str(err), "cwd": cwd, "env": env or {}}
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
             self.proc.stdin.flush()
@@ -136,9 +100,9 @@ class Worker:
                 except ProcessLookupError:
                     pass
                 self._read(timeout=60)
-                raise subprocess.TimeoutExpired([self.python, "-c", "<driver script>"], timeout) from None
+                raise subprocess.TimeoutExpired([self.python, str(script)], timeout) from None
             text = [p.read_text(errors="replace") if p.exists() else "" for p in (out, err)]
-        return subprocess.CompletedProcess([self.python, "-c", "<driver script>", *args], rc, *text)
+        return subprocess.CompletedProcess([self.python, str(script), *map(str, args)], rc, *text)
 
     def close(self) -> None:
         if self.alive():
@@ -168,7 +132,7 @@ def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
     if w is not None and w.alive():
         return w
     try:
-        # a v1 worker serves taskset scripts only: the classic API (seconds more) stays out
+        # a v1 worker serves the taskset jobs only: the classic API (seconds more) stays out
         w = Worker(python, (V1 if v1 else VERIFIERS) + (TORCH if torch else []))
     except OSError:
         w = None
@@ -176,25 +140,21 @@ def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
     return w
 
 
-def run_py(python: str, script: str, args: list[str], timeout: float = 600,
-           cwd: str | None = None, env: dict | None = None,
-           torch: bool = False) -> subprocess.CompletedProcess:
-    """Run `script` (source text) with `args` as sys.argv[1:] in a fresh process of `python`,
-    as `subprocess.run([python, "-c", script, *args], capture_output=True, text=True)` would."""
-    v1 = "verifiers.v1" in script
+def run_py(python: str, script: Path, args: list[str], timeout: float = 600,
+           cwd: str | None = None, env: dict | None = None, torch: bool = False,
+           v1: bool = False) -> subprocess.CompletedProcess:
+    """Run the file `script` with `args` as sys.argv[1:] in a fresh process of `python`, as
+    `subprocess.run([python, script, *args], capture_output=True, text=True)` would.
+    `torch`: the request uses torch and transformers (the probe); `v1`: it uses verifiers v1
+    (the taskset jobs). Each says so explicitly and gets a worker with those preloaded."""
     w = get(python, torch, v1)
     if w is not None:
         try:
             return w.run(script, args, timeout, cwd=cwd, env=env)
         except OSError:   # the worker did not start, or died mid-request: the old way
             _WORKERS.pop(_key(python, torch, v1), None)
-    return subprocess.run([python, "-c", script, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})})
-
-
-# runs a module as `python -m MODULE ARGS...` would: argv = MODULE, ARGS...
-RUN_MODULE = ("import runpy, sys\nmodule = sys.argv.pop(1)\nsys.argv[0] = module\n"
-              "runpy.run_module(module, run_name='__main__', alter_sys=True)\n")
+    return subprocess.run([python, str(script), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})}, check=False)
 
 
 def close_all() -> None:

@@ -1,9 +1,10 @@
 """Blind decontamination: does a generated row reproduce an item of the hub env's eval split?
 
-The eval split is read only inside a subprocess (the interpreter that loads the env), which
-returns, per eval row, hashes of its rare word 8-grams and nothing else, so no eval text ever
-reaches the driver, its logs or the teacher. N-grams found in many eval rows (template
-boilerplate) are dropped there. One of our rows is flagged when it covers at least
+The eval split is read only inside a subprocess (the interpreter that loads the env: the
+env-side job `eval_fingerprints`), which returns, per eval row, hashes of its rare word 8-grams
+and nothing else, so no eval text ever reaches the driver, its logs or the teacher. Both sides
+hash with one copy of the code, driver/envside/fingerprint.py. N-grams found in many eval rows
+(template boilerplate) are dropped there. One of our rows is flagged when it covers at least
 COVERAGE of some single eval row's rare 8-grams: on StockArithmetic, distinct train problems
 reach at most 0.52 by chance while a reworded copy of an eval problem reaches 0.77. The report
 names *our* rows only.
@@ -13,61 +14,27 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from driver.envs import worker
+from driver.envs import envside, tasksets
+from driver.envside.fingerprint import grams, row_text
 from driver.run.files import atomic_write_json
 
-# Shared verbatim by the driver and the eval-side subprocess, so both hash identically.
-FINGERPRINT_SRC = r'''
-import hashlib, re
-N = 8
-def grams(text):
-    toks = re.sub(r"[^a-z0-9]+", " ", str(text).lower()).split()
-    return {hashlib.sha1(" ".join(toks[i:i + N]).encode()).hexdigest()[:16]
-            for i in range(max(0, len(toks) - N + 1))}
-def row_text(row):
-    if row.get("question"):
-        return row["question"]
-    msgs = [m for m in (row.get("prompt") or []) if isinstance(m, dict) and m.get("role") == "user"]
-    return msgs[-1].get("content", "") if msgs else ""
-'''
-
-# Appended to any script that holds the eval rows as `ds` (dicts with a question or a prompt);
-# prints one "@@FP@@" line.
-FINGERPRINT_ROWS_BODY = FINGERPRINT_SRC + r'''
-import collections as _collections, json as _json
-df = _collections.Counter()
-for row in ds:
-    df.update(grams(row_text(row)))
-limit = max(2, len(ds) // 100)
-rows = [sorted(h for h in grams(row_text(row)) if df[h] <= limit) for row in ds]
-print("@@FP@@" + _json.dumps({"n": N, "eval_rows": len(ds), "rows": [r for r in rows if r]}))
-'''
-# ... and to any script that has loaded a classic env as `env`
-EVAL_SIDE_BODY = "\nds = env.get_eval_dataset()\n" + FINGERPRINT_ROWS_BODY
-
-_EVAL_SIDE = r'''
-import json, sys
-import verifiers as vf
-env = vf.load_environment(sys.argv[1], **json.loads(sys.argv[2]))
-''' + EVAL_SIDE_BODY
-
-_ns: dict = {}
-exec(FINGERPRINT_SRC, _ns)
-grams, row_text = _ns["grams"], _ns["row_text"]
+__all__ = ["COVERAGE", "cached_fingerprints", "eval_fingerprints", "grams", "overlapping_rows", "row_text"]
 
 
 def eval_fingerprints(python: str, env_id: str, env_args: dict | None = None) -> dict:
-    r = worker.run_py(python, _EVAL_SIDE, [env_id, json.dumps(env_args or {})], timeout=600)
-    return _parse(r, env_id)
+    """The classic env's eval split fingerprints: {"n", "eval_rows", "rows"}, hashes only."""
+    return _fingerprints(python, envside.CLASSIC, env_id, env_args or {})
 
 
-def _parse(r, env_id: str) -> dict:
-    line = next((x for x in r.stdout.splitlines() if x.startswith("@@FP@@")), None)
-    if r.returncode != 0 or line is None:
-        # the error text is the loader's, never eval rows
-        raise RuntimeError(f"could not fingerprint the eval split of {env_id}: "
-                           f"{(r.stderr.strip().splitlines() or ['no output'])[-1]}")
-    return json.loads(line[len("@@FP@@"):])
+def _fingerprints(python: str, kind: str, env_id: str, env_args: dict) -> dict:
+    try:
+        got = envside.call(python, envside.JOBS[kind].eval_fingerprints,
+                           envside.EnvRequest(env_id=env_id, env_args=env_args))
+    except envside.EnvsideError as e:
+        # the error's type and first line are the loader's, never eval rows
+        first = (str(e).splitlines() or ["no output"])[0][:500]
+        raise RuntimeError(f"could not fingerprint the eval split of {env_id}: {first}") from None
+    return got.model_dump()
 
 
 def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
@@ -75,12 +42,8 @@ def cached_fingerprints(run_dir: Path, python: str, hub: dict) -> dict:
     path = Path(run_dir) / "eval_fingerprints.json"
     if path.exists():
         return json.loads(path.read_text())
-    if hub.get("kind") == "taskset":
-        from driver.envs import tasksets
-
-        r = worker.run_py(python, tasksets.script("eval_side"),
-                          [hub["env_id"], json.dumps(tasksets.eval_fields(hub))], timeout=600)
-        fp = _parse(r, hub["env_id"])
+    if hub.get("kind") == tasksets.KIND:
+        fp = _fingerprints(python, tasksets.KIND, hub["env_id"], tasksets.eval_fields(hub))
     else:
         fp = eval_fingerprints(python, hub["env_id"], hub.get("env_args"))
     atomic_write_json(path, fp)

@@ -4,8 +4,9 @@ The procedure leaves the learning rate, the completion limit, the sequence lengt
 sampling temperature to the teacher's judgment per iteration (scratchpad section 4); it pins the
 steps, the group size and the batch, so that iterations stay comparable. A teacher may write
 `hparams.json` beside its generator; the driver checks it with the dataset gate, renders it into
-that iteration's config only (train and probe; the completion limit also into its eval, so a
-longer answer is not cut off there) and records it in metrics.json and the scratchpad.
+that iteration's training only (train and probe; never its eval: every arm is measured with one
+eval configuration, so a lift cannot come from a longer eval limit) and records it in
+metrics.json and the scratchpad. A control replaying the iteration replays its hparams.json.
 """
 from __future__ import annotations
 
@@ -73,16 +74,5 @@ def check(iter_dir: Path) -> GateReport:
 
 
 def knob_overrides(h: HParams | None) -> dict:
-    """The Knobs fields this iteration changes."""
-    if h is None:
-        return {}
-    out: dict = {}
-    if h.lr is not None:
-        out["lr"] = h.lr
-    if h.max_completion_tokens is not None:
-        out["train_max_tokens"] = out["eval_max_tokens"] = h.max_completion_tokens
-    if h.seq_len is not None:
-        out["seq_len"] = h.seq_len
-    if h.temperature is not None:
-        out["train_temperature"] = h.temperature
-    return out
+    """The run-model knobs this iteration changes (HParams' fields are Knobs fields by name)."""
+    return {} if h is None else h.model_dump(exclude_none=True)

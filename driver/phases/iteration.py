@@ -4,7 +4,6 @@ Every iteration resumes from iter_0's checkpoint (the anchor), never from base o
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -16,7 +15,6 @@ from driver.teachers import generator_run as generator
 from driver.reporting import scratchpad
 from driver import teachers
 from driver.envs import worker
-from driver.backends import PROBE_MODULE
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.gates import accuracy
@@ -25,19 +23,17 @@ from driver.gates import dataset as gate
 from driver.gates import decontam
 from driver.gates import hparams as hparams_gate
 from driver.gates import weakness as weakness_gate
-from driver.arms.arm import Arm, evaluate as eval_arm, install_env, metrics_entry, train
-from driver.arms.arm import trained as arm_trained
+from driver.arms import table
+from driver.arms.arm import eval_knobs, train_knobs
+from driver.arms.evaluate import evaluate as eval_arm
+from driver.arms.evaluate import metrics_entry
+from driver.arms.install import install_env
+from driver.arms.train import train
+from driver.arms.train import trained as arm_trained
 from driver.run.files import atomic_write_json, atomic_write_text, read_json
 
 MAX_FAILURE_ROWS = 200
 SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the teacher pass rates
-
-
-def arm_for(ctx: Ctx, n: int) -> Arm:
-    d = ctx.iter_dir(n)
-    return Arm(f"iter_{n}", d, resume_step=ctx.state.iter_0_step,
-               package=envs.package_name(ctx.state.dataset, f"iter_{n}", ctx.state.env_tag),
-               dataset=d / "dataset.jsonl")
 
 
 # --------------------------------------------------------------------------------------------
@@ -134,13 +130,13 @@ def dataset(ctx: Ctx, n: int) -> str:
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
         t0 = time.monotonic()
         try:   # the ACCURATE pillar: the hub rubric scores every row's reasoning
-            scored = accuracy.score_hub_rows(ctx.backend.python, ctx.hub, d / "dataset.jsonl")
+            scored = accuracy.score_hub_rows(ctx.trainer.python, ctx.hub, d / "dataset.jsonl")
         except RuntimeError as e:
             raise DriverError(f"[iter_{n}] {e}\nThe hub env loaded at introspection; check "
-                              f"{ctx.backend.python} still has it, then `driver resume`.") from None
+                              f"{ctx.trainer.python} still has it, then `driver resume`.") from None
         seconds["hub_rubric"], t0 = time.monotonic() - t0, time.monotonic()
         report = gate.check(d / "dataset.jsonl", weakness_json, prior,
-                            decontam.cached_fingerprints(ctx.rd.path, ctx.backend.python, ctx.hub),
+                            decontam.cached_fingerprints(ctx.rd.path, ctx.trainer.python, ctx.hub),
                             scored)
         if (d / "aux_rewards.py").exists():
             report.lines += aux_gate.check(d / "aux_rewards.py", weakness_json).lines
@@ -190,13 +186,6 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
 # --------------------------------------------------------------------------------------------
 # probe: does the dataset carry gradient for the anchor student?
 
-def probes_in_worker(ctx: Ctx) -> bool:
-    """The embedded trainer's own probe runs forked from a warm interpreter (driver/worker.py);
-    any other probe command (DRIVER_PROBE_COMMAND) as a process of its own."""
-    cmd = ctx.backend.probe
-    return cmd is not None and tuple(cmd[1:]) == ("-m", PROBE_MODULE)
-
-
 def probe(ctx: Ctx, n: int) -> str:
     """Returns "ok", "retry" or "skip", like `dataset`. The anchor (iter_0's checkpoint) samples
     a group on a sample of the generated rows; without live groups there is nothing to learn."""
@@ -210,30 +199,31 @@ def probe(ctx: Ctx, n: int) -> str:
     rec = read_json(record_path) if record_path.exists() else {}
     if rec.get("dataset_sha256") != sha:
         st = ctx.state
-        cmd = ctx.backend.probe
-        if st.probe_prompts == 0 or cmd is None:
+        probe_cmd = ctx.trainer.probe()
+        if st.probe_prompts == 0 or probe_cmd is None:
             why = "turned off (--probe-prompts 0)" if st.probe_prompts == 0 else \
-                f"the {ctx.backend.name} backend cannot sample outside a training run"
+                f"the {ctx.trainer.name} backend cannot sample outside a training run"
             atomic_write_json(record_path, {"dataset_sha256": sha, "skipped": why})
             ctx.say(f"[iter_{n}] probe skipped: {why}")
             return "ok"
-        arm = arm_for(ctx, n)
-        knobs = iteration_knobs(ctx, n)   # the student samples as this iteration will train
+        arm = table.iteration(ctx, n)
+        knobs = train_knobs(ctx, arm)   # the student samples as this iteration will train
         model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
         out = d / "probe_rollouts.jsonl"
         args = ["--model", str(model), "--env-id", arm.package, "--prompts",
                 str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
-                str(knobs.train_max_tokens), "--temperature", str(knobs.train_temperature),
+                str(knobs.max_completion_tokens), "--temperature", str(knobs.temperature),
                 "--seed", str(st.seed), "--min-live", str(st.probe_min_live), "--output", str(out)]
         faults.point("probe:before-launch")
-        if probes_in_worker(ctx):
-            # the embedded trainer's probe, in a process forked from a warm interpreter
-            r = worker.run_py(cmd[0], worker.RUN_MODULE, [PROBE_MODULE, *args], timeout=3600,
-                              cwd=ctx.backend.cwd, torch=True)
+        if probe_cmd.in_worker:
+            # the embedded trainer's probe (python -m MODULE), forked from a warm interpreter
+            python, _, module = probe_cmd.command[:3]
+            r = worker.run_py(python, worker.RUN_MODULE, [module, *args], timeout=3600,
+                              cwd=probe_cmd.cwd, torch=True)
             atomic_write_text(d / "probe.log", r.stdout + r.stderr)
         else:
             with open(d / "probe.log", "w") as log:
-                r = subprocess.run([*cmd, *args], cwd=ctx.backend.cwd, stdout=log,
+                r = subprocess.run([*probe_cmd.command, *args], cwd=probe_cmd.cwd, stdout=log,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=3600)
         if r.returncode != 0 or not out.exists():
             tail = "\n".join((d / "probe.log").read_text(errors="replace").splitlines()[-10:])
@@ -264,23 +254,17 @@ def probe(ctx: Ctx, n: int) -> str:
 # environment, train, evaluate
 
 def environment(ctx: Ctx, n: int) -> None:
-    install_env(ctx, arm_for(ctx, n))
-
-
-def iteration_knobs(ctx: Ctx, n: int):
-    """The run's knobs with the teacher's hparams.json for this iteration (gated with the
-    dataset) applied; every other arm keeps the run's."""
-    return dataclasses.replace(ctx.knobs, **hparams_gate.knob_overrides(hparams_gate.load(ctx.iter_dir(n))))
+    install_env(ctx, table.iteration(ctx, n))
 
 
 def train_iteration(ctx: Ctx, n: int) -> None:
-    arm = arm_for(ctx, n)
+    arm = table.iteration(ctx, n)
     cfg = arm.dir / "rl.toml"
     if not cfg.exists():
         text = ctx.dialect.render_run(
             arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
-            hub=ctx.hub, knobs=iteration_knobs(ctx, n),
-            train_envs=[ctx.dialect.train_env_block(arm.package)], resume_step=arm.resume_step,
+            hub=ctx.hub, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
+            train_envs=ctx.dialect.train_sources(arm.package, None), resume_step=arm.resume_step,
             resume_from=ctx.iter_dir(0) / "prime_out")
         ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
         atomic_write_text(cfg, text)
@@ -290,11 +274,11 @@ def train_iteration(ctx: Ctx, n: int) -> None:
 def trained(ctx: Ctx, n: int) -> bool:
     """The iteration's arm finished training (a torn or missing eval retires the attempt, or
     its final-weights eval, so the loop sends it back to `train`)."""
-    return arm_trained(ctx, arm_for(ctx, n))
+    return arm_trained(ctx, table.iteration(ctx, n))
 
 
 def evaluate_iteration(ctx: Ctx, n: int) -> None:
-    arm = arm_for(ctx, n)
+    arm = table.iteration(ctx, n)
     rows = read_json(arm.dir / "dataset_record.json")["rows"]
     summary = eval_arm(ctx, arm, rows=rows)
     metrics = {m["iter"]: m for m in ctx.rd.load_metrics()["iters"]}

@@ -11,7 +11,9 @@ from driver.reporting import scratchpad
 from driver import teachers
 from driver.context import Ctx
 from driver.errors import DriverError, UsageError
-from driver.arms.arm import Arm, evaluate, metrics_entry, train
+from driver.arms.arm import Arm
+from driver.arms.evaluate import evaluate, metrics_entry
+from driver.arms.train import train
 from driver.run.files import atomic_write_json, atomic_write_text
 
 
@@ -48,12 +50,10 @@ def _introspect(ctx: Ctx) -> None:
     env_id = ctx.state.dataset
     try:
         info, fingerprints = envs.introspect_with_fingerprints(
-            ctx.backend.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id,
+            ctx.trainer.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id,
             kind=ctx.dialect.env_kind)
     except DriverError:
-        ctx.state.status = "aborted"
-        ctx.state.reason = "hub env not found"
-        ctx.save()
+        ctx.aborted("hub env not found")
         raise
     info["hub_id"] = ctx.state.hub_id
     if fingerprints is not None:  # hashes only; the gate's blind decontamination reads them
@@ -65,13 +65,13 @@ def _introspect(ctx: Ctx) -> None:
             f"{info['rubric_class']}; train {info['train_size']}, eval {info['eval_size']}")
 
 
-def baseline(ctx: Ctx) -> None:
-    if ctx.state.init_from:
-        return init_from(ctx)
-    arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
-    arm.dir.mkdir(parents=True, exist_ok=True)
-    base = Path(ctx.state.base_config) if ctx.state.base_config else arm.dir / "base_rl.toml"
-    overlay = arm.dir / "eval_overlay.toml"
+def iter0_configs(ctx: Ctx) -> list[Path]:
+    """iter_0's config files, rendered once (the canonical config when one was given, else the
+    base template) with the eval overlay beside it."""
+    d = ctx.iter_dir(0)
+    d.mkdir(parents=True, exist_ok=True)
+    base = Path(ctx.state.base_config) if ctx.state.base_config else d / "base_rl.toml"
+    overlay = d / "eval_overlay.toml"
     if not ctx.state.base_config and not base.exists():
         text = ctx.dialect.render_base(ctx.hub, ctx.knobs)
         ctx.dialect.check_rendered(text)
@@ -80,14 +80,18 @@ def baseline(ctx: Ctx) -> None:
         text = ctx.dialect.render_eval_overlay(ctx.hub, ctx.knobs)
         ctx.dialect.check_rendered(text)
         atomic_write_text(overlay, text)
-    train(ctx, arm, [base, overlay], ctx.dialect.iter0_overrides(ctx.knobs, arm.out))
+    return [base, overlay]
+
+
+def baseline(ctx: Ctx) -> None:
+    if ctx.state.init_from:
+        return init_from(ctx)
+    arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
+    train(ctx, arm, iter0_configs(ctx), ctx.dialect.iter0_overrides(ctx.knobs, arm.out))
     summary = evaluate(ctx, arm, rows=ctx.hub["train_size"], extra={"source": "trained"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0,
                                                         source="trained"))
-    ctx.state.iter_0_source = "trained"
-    ctx.state.iter_0_path = str(arm.out)
-    ctx.state.iter_0_step = summary["final_step"]
-    ctx.save()
+    ctx.anchored("trained", str(arm.out), summary["final_step"])
     scratchpad.render(ctx)
 
 
@@ -129,6 +133,5 @@ def init_from(ctx: Ctx) -> None:
     atomic_write_json(ctx.iter_dir(0) / "eval_summary.json", summary)
     atomic_write_json(ctx.iter_dir(0) / "train_done.json", {"final_step": f, "source": "init-from"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))
-    ctx.state.iter_0_source, ctx.state.iter_0_path, ctx.state.iter_0_step = "init-from", str(src), f
-    ctx.save()
+    ctx.anchored("init-from", str(src), f)
     scratchpad.render(ctx)

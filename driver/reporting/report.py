@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from driver.context import Ctx
-from driver.phases import finalize
+from driver.reporting import summary
 from driver.run.files import atomic_write_text
 
 
@@ -56,7 +56,7 @@ def _plot_train_reward(rows: list[dict], path: Path) -> None:
 
 
 def write(ctx: Ctx) -> Path:
-    rows = finalize.summary_rows(ctx)
+    rows = summary.summary_rows(ctx)
     rd = ctx.rd.path
     _plot_accuracy(rows, rd / "eval_accuracy.png")
     _plot_train_reward(rows, rd / "train_reward.png")
@@ -70,7 +70,7 @@ def write(ctx: Ctx) -> Path:
              f"- status **{st.status}** · phase {st.phase} · iterations run {st.iteration}"
              + (f" · loop ended: {st.loop_end}" if st.loop_end else ""),
              f"- wall time {((st.end_ts or 0) - st.start_ts) / 60:.1f} min" if st.end_ts else "- still running",
-             "", "## Summary", "", "```", finalize.summary_text(ctx, rows), "```", "",
+             "", "## Summary", "", "```", summary.summary_text(ctx, rows), "```", "",
              "![eval accuracy](eval_accuracy.png)", "", "![train reward](train_reward.png)", ""]
     for r in rows:
         v = r.get("vs_iter0_by_population") or {}

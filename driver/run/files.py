@@ -7,6 +7,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 from driver import faults
@@ -43,7 +44,7 @@ def read_json(path: Path) -> Any:
         return json.load(f)
 
 
-def iter_jsonl(path: Path):
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for each non-blank line; the value is None when the line is
     not JSON. Callers decide what a bad line means (an error, a gate failure, a retrain)."""
     with open(path, encoding="utf-8") as f:

@@ -1,26 +1,244 @@
-"""The run model: run.json's typed content (what the user asked for and where the run is) and
-metrics.json's typed entries."""
+"""The run model: the one source of every knob (its default, bounds, help text and flag), run.json's
+typed content, and metrics.json's typed entries.
+
+Three layers, each a subclass of the one before, so a field is declared exactly once:
+- `Knobs`: what every arm's config is rendered from (the dialects read this and nothing else);
+- `RunConfig`: what the user asks for (`driver run`'s flags are generated from these fields,
+  driver/commands/flags.py);
+- `RunState`: RunConfig plus where the run is (run.json).
+A default that depends on the backend is the field's `by_backend` entry; every other default is
+the field's own. A rule across fields is a validator here, so the CLI, run.json and the dialects
+enforce one statement of it.
+"""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
-
-from driver.run.defaults import BACKEND_DEFAULTS, BACKENDS, RUN_DEFAULTS, TEACHERS, batch_problem
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 FORMAT_VERSION = 1
 
-Status = Literal[
-    "running", "waiting_teacher", "budget_exhausted", "max_iters_reached", "completed",
-    "failed", "aborted",
-]
-# every phase loop.py routes between (its module docstring draws the order)
-Phase = Literal["introspect", "baseline", "gate", "weakness", "dataset", "environment", "probe",
-                "train", "evaluate", "run_a", "run_b", "run_c", "finalize", "done"]
-Backend = Literal[BACKENDS]
-Teacher = Literal[TEACHERS]
-Dialect = Literal["classic", "current"]
+BackendName = Literal["prime_rl", "local"]
+BACKEND_NAMES: tuple[str, ...] = get_args(BackendName)
+TeacherName = Literal["builtin", "agent", "llm"]
+TEACHER_NAMES: tuple[str, ...] = get_args(TeacherName)
+DialectName = Literal["classic", "current"]
+Status = Literal["running", "waiting_teacher", "budget_exhausted", "max_iters_reached", "completed",
+                 "failed", "aborted", "dry_run"]
 
+MIN_PROMPTS_PER_STEP = 16   # GRPO compares within groups; fewer prompts a step is mostly noise
+
+
+def setting(default: Any = None, *, help: str, flag: str | None = None,
+            by_backend: dict[str, Any] | None = None, parse: str | None = None,
+            resumable: bool = False, **bounds: Any) -> Any:
+    """A run-model field that is also a CLI flag. `flag`: its name when not `--field-name`;
+    `by_backend`: the default for each backend (then `default` is None: not given); `parse`:
+    how the flag's text becomes a value (duration: 10h/30m/45s; json: a JSON object; name: one
+    printable line); `resumable`: `driver resume` may change it too."""
+    extra = {"flag": flag, "by_backend": by_backend, "parse": parse, "resumable": resumable}
+    if "default_factory" in bounds:
+        return Field(description=help, json_schema_extra={k: v for k, v in extra.items()
+                                                          if v not in (None, False)}, **bounds)
+    return Field(default, description=help, json_schema_extra={k: v for k, v in extra.items()
+                                                               if v not in (None, False)}, **bounds)
+
+
+def batch_problem(batch_size: int, rollouts_per_example: int) -> str | None:
+    """What is wrong with a batch size for a group size, or None: the one statement of the rule
+    the run model (flags) and the dialects (a config file's own values) both enforce."""
+    if batch_size % rollouts_per_example:
+        return (f"batch_size {batch_size} is not divisible by rollouts_per_example "
+                f"{rollouts_per_example}")
+    prompts = batch_size // rollouts_per_example
+    if prompts < MIN_PROMPTS_PER_STEP:
+        return (f"batch_size {batch_size} / rollouts_per_example {rollouts_per_example} = "
+                f"{prompts} unique prompts per step; GRPO needs at least {MIN_PROMPTS_PER_STEP}")
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Knobs: what an arm's config is rendered from
+
+class Knobs(BaseModel):
+    """The seed procedure's standardized hyperparameters, shared by every arm (a teacher's
+    hparams.json may change the ones it names for its own iteration's training)."""
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    # The local row is sized so that a whole default run, controls included, takes about ten
+    # minutes on 2 CPU cores; the prime_rl row is the seed procedure's standard for a GPU node.
+    model: str = setting(
+        help="student model, used verbatim in [model] name", parse="name",
+        by_backend={"prime_rl": "Qwen/Qwen3-0.6B", "local": "builtin:tiny-char-qwen2"})
+    batch_size: int = setting(
+        help="TOTAL rollouts per step, not unique prompts: a multiple of --rollouts-per-example "
+             f"giving at least {MIN_PROMPTS_PER_STEP} prompts", ge=1,
+        by_backend={"prime_rl": 512, "local": 64})
+    rollouts_per_example: int = setting(help="group size", ge=1,
+                                        by_backend={"prime_rl": 16, "local": 4})
+    steps_per_run: int = setting(help="new training steps per arm; max_steps is absolute", ge=1,
+                                 by_backend={"prime_rl": 100, "local": 30})
+    max_completion_tokens: int = setting(
+        help="completion limit of training and of every eval, set explicitly in both (a "
+             "teacher's hparams.json may change its iteration's training limit, never an eval's)",
+        ge=1, by_backend={"prime_rl": 1024, "local": 96})
+    # local: temperature 0.7 and lr 5e-5, a compromise read off bench/rl_headroom.py on the
+    # first-stage demo student (docs/research.md): at 1e-4 iter_0 alone eroded its planted
+    # skill, at 1e-5 nothing moved at all. The demo student's planted habit was chosen at these.
+    temperature: float = setting(
+        help="train rollout sampling temperature in (0, 2], rendered into every arm's "
+             "[orchestrator.train.sampling] and used by the probe", gt=0, le=2,
+        by_backend={"prime_rl": 1.0, "local": 0.7})
+    lr: float | None = setting(
+        help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (None leaves "
+             "the trainer's own default)", gt=0, lt=1, by_backend={"prime_rl": None, "local": 5e-5})
+    seq_len: int = setting(2048, help="trainer sequence length of every arm", ge=256)
+    difficulty_filter: bool = setting(
+        False,
+        help="online difficulty filtering in every arm the driver renders: a group whose rollouts "
+             "all score the same (mean reward 0 or 1) carries no GRPO signal, so it leaves the "
+             "batch and the step is refilled with other prompts. Classic prime-rl: "
+             "[orchestrator.buffer] online_difficulty_filtering = true; current prime-rl filters "
+             "zero-advantage groups by default (filter_zero_advantages). A canonical "
+             "--base-config keeps its own setting for iter_0")
+    eval_examples: int = setting(200, help="hub eval examples per iteration's evaluation (controls "
+                                           "are evaluated on the whole eval split)", ge=1)
+
+    @classmethod
+    def defaults_for(cls, backend: str) -> dict[str, Any]:
+        """The fields whose default depends on the backend, with `backend`'s values."""
+        out = {}
+        for name, f in cls.model_fields.items():
+            extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
+            by_backend = extra.get("by_backend")
+            if isinstance(by_backend, dict) and backend in by_backend:
+                out[name] = by_backend[backend]
+        return out
+
+    @classmethod
+    def for_backend(cls, backend: str, **given: Any) -> "Knobs":
+        """Knobs with `backend`'s defaults under the values given."""
+        return cls.model_validate({**cls.defaults_for(backend), **given})
+
+    @model_validator(mode="after")
+    def _batch_is_whole_groups(self) -> "Knobs":
+        problem = batch_problem(self.batch_size, self.rollouts_per_example)
+        if problem:
+            raise ValueError(problem + " (--batch-size counts rollouts, not prompts)")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# What the user asks for
+
+class LLMConfig(BaseModel):
+    """The LLM teacher's endpoint. The key itself is never stored: only its variable's name."""
+    model_config = ConfigDict(extra="forbid")
+
+    api: Literal["openai", "anthropic"] = setting(
+        "openai", help="LLM teacher protocol: an OpenAI-compatible /chat/completions endpoint or "
+                       "Anthropic's /v1/messages", resumable=True)
+    base_url: str | None = setting(help="LLM teacher endpoint (default: "
+                                        "https://api.openai.com/v1 or https://api.anthropic.com)",
+                                   resumable=True)
+    model: str | None = setting(help="LLM teacher model name (required with --teacher llm)",
+                                parse="name", resumable=True)
+    key_env: str | None = setting(help="environment variable holding the API key; the key is "
+                                       "never written to disk (default: OPENAI_API_KEY or "
+                                       "ANTHROPIC_API_KEY)", resumable=True)
+    max_tokens: int = setting(16000, help="reply token limit per call", ge=1, resumable=True)
+    timeout_s: float = setting(600, help="how long to wait for one reply: Nh, Nm or Ns", gt=0, flag="--llm-timeout",
+                               parse="duration", resumable=True)
+    price_in: float | None = setting(help="USD per million input tokens, for cost in metrics.json",
+                                     ge=0, resumable=True)
+    price_out: float | None = setting(help="USD per million output tokens", ge=0, resumable=True)
+
+    DEFAULT_BASE_URL: ClassVar[dict[str, str]] = {"openai": "https://api.openai.com/v1",
+                                                  "anthropic": "https://api.anthropic.com"}
+    DEFAULT_KEY_ENV: ClassVar[dict[str, str]] = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+
+    @model_validator(mode="after")
+    def _api_defaults(self) -> "LLMConfig":
+        if not self.model:
+            raise ValueError("--teacher llm needs --llm-model (and --llm-base-url for a "
+                             "non-default endpoint)")
+        if self.base_url is None:
+            self.base_url = self.DEFAULT_BASE_URL[self.api]
+        if self.key_env is None:
+            self.key_env = self.DEFAULT_KEY_ENV[self.api]
+        return self
+
+
+class RunConfig(Knobs):
+    """What the user asked for (the seed's Phase 0 fields). Every field is a `driver run` flag."""
+    dataset: str = setting("stock_arithmetic", help="hub env name (a verifiers environment id)",
+                           parse="name")
+    hub_id: str | None = setting(help="Prime hub slug (default: primeintellect/<dataset>)",
+                                 parse="name")
+    budget_seconds: float = setting(
+        help="wall-clock cap for the iteration loop: Nh, Nm or Ns; controls run after it on "
+             "their own time", gt=0, flag="--budget", parse="duration",
+        by_backend={"prime_rl": 10 * 3600, "local": 4 * 60})
+    max_iters: int = setting(15, help="total iterations including iter_0", ge=1)
+    init_from: str | None = setting(help="a prior run directory to reuse as iter_0 (skips training it)")
+    backend: BackendName = setting(
+        help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local (the embedded "
+             "trainer: CPU, or one GPU when present; needs the [embedded] extra) (default: "
+             "prime_rl when a checkout is set with --prime-rl-dir or PRIME_RL_DIR, else local)")
+    prime_rl_dir: str | None = setting(help="prime-rl checkout (or set PRIME_RL_DIR)")
+    base_config: str | None = setting(
+        help="canonical iter_0 rl.toml (default: the prime-rl checkout's configs/<env>/rl.toml "
+             "when there is one, else rendered from templates)")
+    env_args: dict = setting(
+        default_factory=dict, parse="json",
+        help="JSON object of load_environment arguments for the hub env; every hub env block "
+             "(iter_0's train env, every eval, run B's real data) gets them")
+    teacher: TeacherName = setting(
+        "builtin", resumable=True,
+        help="who writes weakness reports and generators: builtin (no LLM; needs a family "
+             "generator for the env), agent (stops with exit 3 and a TEACHER.md brief for a "
+             "coding agent), llm (an API; see --llm-*)")
+    llm: LLMConfig | None = setting(help="the LLM teacher's settings (--llm-*)", flag="--llm-",
+                                    resumable=True)
+    teacher_retries: int = setting(3, help="gate failures before an iteration is skipped", ge=1)
+    stall_timeout_s: float = setting(
+        1800, flag="--stall-timeout", parse="duration", gt=0,
+        help="a trainer that writes no new train step or eval row for this long is stopped and "
+             "the arm marked failed; `driver resume` retrains it. Allow for model loading and "
+             "the final eval")
+    probe_prompts: int = setting(
+        32, ge=0, help="pre-training gradient probe: the anchor student samples a group on this "
+                       "many generated rows; 0 turns it off")
+    probe_min_live: float = setting(
+        0.1, ge=0, le=1, help="a dataset whose probe has fewer live groups (outcome varies) than "
+                              "this fraction goes back to the teacher, in [0, 1]")
+    seed: int = setting(0, help="seed for every random choice")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill(cls, values: Any) -> Any:
+        # a field left out takes its backend's default; one present (even as None: lr = None
+        # leaves the trainer's own) is the run's choice
+        if isinstance(values, dict):
+            values = dict(values)
+            backend = values.get("backend")
+            if isinstance(backend, str):
+                for name, default in cls.defaults_for(backend).items():
+                    values.setdefault(name, default)
+            if not values.get("hub_id") and values.get("dataset"):
+                values["hub_id"] = f"primeintellect/{values['dataset']}"
+        return values
+
+    @model_validator(mode="after")
+    def _teacher_settings(self) -> "RunConfig":
+        if self.teacher == "llm" and self.llm is None:
+            raise ValueError("--teacher llm needs --llm-model (and --llm-base-url for a "
+                             "non-default endpoint)")
+        return self
+
+
+# --------------------------------------------------------------------------------------------
+# run.json
 
 class PhaseRecord(BaseModel):
     phase: str
@@ -46,72 +264,24 @@ class TrainerProcess(BaseModel):
     final_step: int | None = None
 
 
-class LLMConfig(BaseModel):
-    """The LLM teacher's endpoint. The key itself is never stored: only its variable's name."""
-    model_config = {"extra": "forbid"}
-
-    api: Literal["openai", "anthropic"] = "openai"
-    base_url: str
-    model: str
-    key_env: str
-    max_tokens: int = 16000
-    timeout_s: float = 600
-    price_in: float | None = None     # USD per million input tokens
-    price_out: float | None = None    # USD per million output tokens
-
-
-class RunState(BaseModel):
+class RunState(RunConfig):
     """The single source of truth for a run: what the user asked for and where the run is.
-    Built once by `driver run` (RunState.create fills the backend's defaults) and validated
-    then: a value out of range or two knobs that disagree fail before a run directory exists."""
-    model_config = {"extra": "forbid", "validate_assignment": True}
-
+    Built once by `driver run` and validated then: a value out of range or two knobs that
+    disagree fail before a run directory exists."""
     format_version: int = FORMAT_VERSION
-    # What the user asked for (the seed's Phase 0 fields)
-    dataset: str
-    hub_id: str
-    model: str
     start_ts: float
-    budget_seconds: float = Field(gt=0, description="wall-clock cap of the iteration loop")
-    max_iters: int = Field(RUN_DEFAULTS["max_iters"], ge=1, description="total iterations including iter_0")
-    batch_size: int = Field(ge=1, description="rollouts per step (prompts x rollouts_per_example)")
-    rollouts_per_example: int = Field(16, ge=1, description="GRPO group size")
-    steps_per_run: int = Field(100, ge=1, description="optimizer steps each arm trains")
-    eval_examples: int = Field(RUN_DEFAULTS["eval_examples"], ge=1, description="eval examples per iteration")
-    max_completion_tokens: int = Field(1024, ge=1)
-    temperature: float = Field(1.0, gt=0, le=2,
-                               description="train rollout sampling temperature (prime-rl's default 1.0)")
-    lr: float | None = Field(None, gt=0, lt=1,
-                             description="[trainer.optim] lr of every arm; None: the trainer's default")
-    difficulty_filter: bool = Field(
-        RUN_DEFAULTS["difficulty_filter"],
-        description="every arm drops groups whose rollouts all score the same (mean reward 0 or 1) "
-                    "and refills its batch: classic [orchestrator.buffer] online_difficulty_filtering, "
-                    "current [orchestrator.train] filter_zero_advantages (already its default)")
-    init_from: str | None = None
-    backend: Backend
-    teacher: Teacher = RUN_DEFAULTS["teacher"]
-    dialect: Dialect = Field("classic", description="the configs and layout the trainer speaks "
-                             "(driver.dialects.WINDOWS), chosen from the prime-rl checkout's version")
+    dialect: DialectName = Field("classic", description="the configs and layout the trainer speaks "
+                                 "(driver.dialects.WINDOWS), chosen from the prime-rl checkout's version")
     prime_rl_version: str | None = Field(None, description="the version the dialect was chosen from")
     prime_rl_version_source: str | None = Field(None, description="where that version was read")
-    seed: int = RUN_DEFAULTS["seed"]
-    prime_rl_dir: str | None = None
-    base_config: str | None = None
-    env_args: dict = Field(default_factory=dict, description="--env-args: every hub env block gets them")
-    teacher_retries: int = Field(RUN_DEFAULTS["teacher_retries"], ge=1)
-    stall_timeout_s: float = Field(RUN_DEFAULTS["stall_timeout_s"], gt=0,
-                                   description="a trainer with no new step or eval row for this long is stopped")
-    probe_prompts: int = Field(RUN_DEFAULTS["probe_prompts"], ge=0, description="0 turns the pre-training gradient probe off")
-    probe_min_live: float = Field(RUN_DEFAULTS["probe_min_live"], ge=0, le=1,
-                                  description="live fraction below which a dataset carries no gradient")
-    llm: LLMConfig | None = None
     env_tag: str | None = None        # suffix of generated env package names, unique per run
     # Where the run is
     status: Status = "running"
-    phase: Phase = "introspect"
+    # every phase loop.py routes between: the loop's own, and one per control arm
+    # (driver.arms.table); checked against that table where run.json is opened
+    phase: str = "introspect"
     iteration: int = 0
-    loop_end: str | None = None
+    loop_end: Literal["budget_exhausted", "max_iters_reached"] | None = None
     reason: str | None = None
     history: list[PhaseRecord] = Field(default_factory=list)
     trainer: TrainerProcess | None = None
@@ -125,28 +295,22 @@ class RunState(BaseModel):
     end_ts: float | None = None
     total_duration_s: float | None = None
 
-    @classmethod
-    def create(cls, backend: str, **given) -> "RunState":
-        """A new run's state: `given` values (None = not given) over the backend's defaults."""
-        values = dict(BACKEND_DEFAULTS.get(backend, {}))
-        values.update({k: v for k, v in given.items() if v is not None})
-        return cls(backend=backend, **values)
+    def knobs(self) -> Knobs:
+        """The run's knobs (the dialects render every arm from these, or an arm's copy)."""
+        return Knobs.model_validate(self.model_dump(include=set(Knobs.model_fields)))
 
-    @model_validator(mode="after")
-    def _knobs_agree(self) -> "RunState":
-        problem = batch_problem(self.batch_size, self.rollouts_per_example)
-        if problem:
-            raise ValueError(problem + " (--batch-size counts rollouts, not prompts)")
-        return self
 
+# --------------------------------------------------------------------------------------------
+# metrics.json
 
 class ArmMetrics(BaseModel):
     """One metrics.json entry: an iteration (`iter`) or a control run (`run`). Numbers only, and
     the names of the files they came from; eval rollout text never reaches this file."""
-    model_config = {"extra": "forbid"}
+    model_config = ConfigDict(extra="forbid")
 
     iter: int | None = Field(None, ge=0, description="iteration index (the iters section)")
-    run: Literal["run_a", "run_b", "run_c"] | None = Field(None, description="control (controls)")
+    run: str | None = Field(None, description="control arm name (the controls section; "
+                                              "driver.arms.table)")
     skipped: bool | None = Field(None, description="the iteration's datasets were all rejected")
     reason: str | None = None                 # why it was skipped
     failures: list[str] | None = None         # the rejection lines, at most ten
@@ -159,7 +323,7 @@ class ArmMetrics(BaseModel):
                                         description="selection split accuracy, when the hub has one")
     n_selection: int | None = Field(None, ge=0)
     train_reward_mean: float | None = None
-    train_diagnose: dict | None = None        # driver.diagnose's figures for the last step
+    train_diagnose: dict | None = None        # driver.analysis.diagnose's figures for the last step
     checkpoint: str | None = None
     rows: int | None = Field(None, ge=0, description="training rows behind the arm")
     final_step: int | None = Field(None, ge=0)
@@ -188,6 +352,6 @@ def validation_message(e: ValidationError, flags: dict[str, str] | None = None) 
         if not field:
             clauses.append(msg)
             continue
-        name = field if flags is None else flags.get(field, "--" + field.replace("_", "-"))
+        name = field if flags is None else flags.get(field, "--" + field.replace("_", "-").replace(".", "-"))
         clauses.append(f"{name} {err.get('input')!r}: {msg}" if "input" in err else f"{name}: {msg}")
     return "; ".join(clauses)

@@ -21,6 +21,17 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path).resolve()
 
+    @classmethod
+    def create(cls, root: str | Path, dataset: str) -> "RunDir":
+        """A new, empty run directory under `root`: `<dataset>-<UTC stamp>[-k]`."""
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        name = dataset.replace("/", "_")
+        path, k = Path(root) / f"{name}-{stamp}", 2
+        while path.exists():
+            path, k = Path(root) / f"{name}-{stamp}-{k}", k + 1
+        path.mkdir(parents=True)
+        return cls(path)
+
     # paths ---------------------------------------------------------------------------------
     @property
     def run_json(self) -> Path:
@@ -151,7 +162,7 @@ class RunLock:
     def __enter__(self) -> "RunLock":
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from driver.run.defaults import TEACHERS
+from driver.run.model import TEACHER_NAMES
 
 OUTPUTS = ("weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md")
 
@@ -52,7 +52,7 @@ def outputs_present(iter_dir: Path) -> bool:
     return all((Path(iter_dir) / name).exists() for name in OUTPUTS)
 
 
-NAMES = TEACHERS
+NAMES = TEACHER_NAMES
 
 
 def builtin_refusal(hub: dict) -> str | None:

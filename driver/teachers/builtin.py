@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import statistics
 
+from driver import resources
 from driver.errors import DriverError
 from driver.gates.rules import MIN_FEATURE_SHARE
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, builtin_refusal, outputs_present
-from generators import FAMILIES, family_of
-from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
+from generators import Family, family_for
+from rl_contract.classic import (
+    SUCCESS_THRESHOLD,  # a rollout passes at a reward >= this
+)
 
 TARGET_ROWS = 600
 
@@ -70,11 +73,11 @@ def failed(row: dict) -> bool:
     return float(row.get("reward", 0)) < SUCCESS_THRESHOLD
 
 
-def choose_style(brief: Brief, fam) -> str | None:
+def choose_style(brief: Brief, fam: Family) -> str | None:
     """The family's default surface style, or "plain" once the gradient probe has shown that
     the student solves none of the story-style rows (in this iteration, or in an earlier one
     that then trained on plain rows). Evidence from the probe only: never from eval results."""
-    styles = getattr(fam, "STYLES", ())
+    styles = fam.styles
     if "plain" not in styles:
         return None
     p = brief.last_probe
@@ -98,14 +101,14 @@ SURFACE_OFF = 0.05
 SURFACE_TRIAL = round(1.5 * MIN_FEATURE_SHARE, 2)
 
 
-def surface_reach(brief: Brief, fam) -> dict[str, dict]:
-    """Each surface feature the family draws at a rate (fam.SURFACE_SHARES: distractors,
+def surface_reach(brief: Brief, fam: Family) -> dict[str, dict]:
+    """Each surface feature the family draws at a rate (fam.surface_shares: distractors,
     interleaving) with its solve rate over every gradient-probe rollout of this run so far
     (every attempt of every iteration: the student on the teacher's own rows, never eval rows),
     and `off` when it was seen often enough and (almost) never solved: such rows carry no
     gradient, so the next dataset draws none; `trial` while it has too little evidence. The
     evidence stays, so a later iteration keeps it off."""
-    names = list(getattr(fam, "SURFACE_SHARES", {}))
+    names = list(fam.surface_shares)
     if not names:
         return {}
     rewards: dict[str, list[float]] = {k: [] for k in names}
@@ -138,8 +141,8 @@ def _clean(r: dict, surfaces: set) -> bool:
     return not surfaces & set((r.get("info") or {}).get("structural_features") or [])
 
 
-def failing_range(sample: list[tuple[dict, dict]], fam) -> dict | None:
-    """Where along a magnitude of the problem (fam.MAGNITUDES: the peak stock, the closing
+def failing_range(sample: list[tuple[dict, dict]], fam: Family) -> dict | None:
+    """Where along a magnitude of the problem (fam.magnitudes: the peak stock, the closing
     stock) the student's train rollouts fail far more often than elsewhere: the cut ("at least
     t" or "at most t") whose inside fails most clearly more than its outside, by a one-sided
     Fisher exact test. Only rollouts without a surface feature count (a distractor fails a row
@@ -147,10 +150,10 @@ def failing_range(sample: list[tuple[dict, dict]], fam) -> dict | None:
     the evidence (AIM_EVIDENCE each side, p < AIM_P, a failure rate AIM_RATIO times the rest's)."""
     from scipy.stats import fisher_exact
 
-    surfaces = set(getattr(fam, "SURFACE_SHARES", {}))
+    surfaces = set(fam.surface_shares)
     clean = [(p, failed(r)) for r, p in sample if _clean(r, surfaces)]
     best = None
-    for name, measure in getattr(fam, "MAGNITUDES", {}).items():
+    for name, measure in fam.magnitudes.items():
         values = [(measure(p), f) for p, f in clean]
         for t in sorted({v for v, _ in values}):
             for side in ("at_least", "at_most"):
@@ -210,14 +213,12 @@ class BuiltinTeacher:
     def teach(self, brief: Brief) -> None:
         if outputs_present(brief.iter_dir):
             return
-        refusal = builtin_refusal(brief.hub)
+        refusal = builtin_refusal(brief.hub)   # None exactly where family_for finds a family
         if refusal:
             raise DriverError(refusal, exit_code=2)
-        import importlib
+        self._teach(brief, family_for(brief.hub))
 
-        self._teach(brief, importlib.import_module(FAMILIES[family_of(brief.hub)]))
-
-    def _teach(self, brief: Brief, fam) -> None:
+    def _teach(self, brief: Brief, fam: Family) -> None:
         rows = brief.failures()
         n_failed = sum(map(failed, rows))
         style = choose_style(brief, fam)
@@ -227,8 +228,8 @@ class BuiltinTeacher:
             want = 0.0 if v["off"] else SURFACE_TRIAL if v["trial"] else None
             # only what this style can leave out, or turn down (plain rows keep their
             # distractors: clone rule)
-            if (want is not None and fam.surface_shares(style, {k: want})[k] == want
-                    and (v["off"] or want < fam.surface_shares(style)[k])):
+            if (want is not None and fam.shares(style, {k: want})[k] == want
+                    and (v["off"] or want < fam.shares(style)[k])):
                 surface[k] = want
         probs = [(r, fam.structure_of(r.get("info") or {})) for r in rows]
         probs = [(i, r, p) for i, (r, p) in enumerate(probs) if p is not None]
@@ -237,7 +238,7 @@ class BuiltinTeacher:
         sample = [(r, fam.structure_of(r.get("info") or {})) for r in brief.train_sample()]
         sample = [(r, p) for r, p in sample if p is not None]
         severity, evidence = {}, {}
-        for key, constraint in fam.BUCKETS.items():
+        for key, constraint in fam.buckets.items():
             hits = [r for r, p in sample if constraint(p)]
             fails = sum(map(failed, hits))
             severity[key] = (fails + 1) / (len(hits) + 2)
@@ -270,9 +271,8 @@ class BuiltinTeacher:
                 "sub_domains": [{"name": s, "failure_rate": round(v, 3)} for s, v in subs],
             } for d, subs in ranked],
             "allocations": alloc,
-            "structural_features": [{"name": k, "definition": v} for k, v in (
-                fam.feature_definitions(style, surface) if hasattr(fam, "feature_definitions")
-                else fam.FEATURE_DEFINITIONS).items()],
+            "structural_features": [{"name": k, "definition": v}
+                                    for k, v in fam.features(style, surface).items()],
             "style": style,
             "surface": surface,
             "surface_reach": reach,
@@ -287,13 +287,12 @@ class BuiltinTeacher:
         atomic_write_json(d / "weakness.json", weakness)
         atomic_write_json(d / "skeletons.json", skeletons)
         atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed))
-        atomic_write_text(d / "gen_dataset.py", GEN_SCRIPT.format(
-            family=fam.__name__, style_arg=("" if style is None else f", style={style!r}")
-            + (f", surface={surface!r}" if surface else ""),
-            seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
-            prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports]))
+        atomic_write_text(d / "gen_dataset.py", gen_script(
+            fam.module, seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
+            prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
+            style=style, surface=surface))
         atomic_write_text(d / "scratchpad_entry.md",
-                          self._entry(brief, weakness, len(rows), n_failed, fam.DATA_PLAN))
+                          self._entry(brief, weakness, len(rows), n_failed, fam.data_plan))
 
     def _report(self, brief: Brief, w: dict, n: int, n_failed: int) -> str:
         lines = [f"# Weakness report — iteration {brief.iteration}", "",
@@ -339,9 +338,9 @@ class BuiltinTeacher:
         return "\n".join([
             f"## Iteration {brief.iteration} — built-in teacher",
             "### (1) Understanding from traces",
-            f"{n_failed} of {n} train rollouts read failed; the most severe structure is "
-            f"'{top['name']}' ({top['severity']}). Reward by length quartile: "
-            f"{w['reward_by_length_quartile']}.",
+            (f"{n_failed} of {n} train rollouts read failed; the most severe structure is "
+             f"'{top['name']}' ({top['severity']}). Reward by length quartile: "
+             f"{w['reward_by_length_quartile']}."),
             "### (2) Buckets and target counts",
             *[f"- {k}: {v}" for k, v in w["allocations"].items()],
             "### (3) Plan for the data",
@@ -353,17 +352,10 @@ class BuiltinTeacher:
         ]) + "\n"
 
 
-GEN_SCRIPT = '''"""Generator for this iteration (written by the built-in teacher). Run from this directory.
-The driver's gate scores every row's reasoning with the hub rubric (the accuracy line), so this
-script does not load the hub env for a round trip of its own."""
-import json
-
-from generators import cold_read
-from {family} import generate
-
-weakness = json.load(open("weakness.json"))
-skeletons = json.load(open("skeletons.json"))
-rows = generate(weakness, skeletons, out="dataset.jsonl", seed={seed}, prior={prior!r}{style_arg})
-print(cold_read(rows))
-print(f"wrote {{len(rows)}} rows")
-'''
+def gen_script(family: str, seed: int, prior: list[str], style: str | None = None,
+               surface: dict | None = None) -> str:
+    """The gen_dataset.py the built-in teacher writes: it calls the family module's `generate`
+    with this iteration's seed, the earlier datasets (their clones are avoided) and, where the
+    family has styles, the style and surface shares chosen (templates/teacher_builtin)."""
+    return resources.jinja().get_template("teacher_builtin/gen_dataset.py.j2").render(
+        family=family, seed=seed, prior=prior, style=style, surface=surface)

@@ -2,9 +2,9 @@
 secrets in its environment, output captured, and an in-process guard that stops it from
 writing outside its directory, opening network connections or starting other programs.
 
-The guard is a Python audit hook installed before the script runs. It is a seat belt against
-mistakes (a generator that writes into another iteration, or fetches data), not a security
-boundary against hostile code.
+The guard (generator_guard.py, run by path) is a Python audit hook installed before the script
+runs. It is a seat belt against mistakes (a generator that writes into another iteration, or
+fetches data), not a security boundary against hostile code.
 """
 from __future__ import annotations
 
@@ -19,66 +19,15 @@ from types import SimpleNamespace
 
 import psutil
 
-from driver.envs import hub as envs
 from driver import faults
 from driver.backends import process as training
+from driver.envs import hub as envs
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3
 _SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 
-GUARD = r'''
-import os, runpy, sys
-ROOT = os.path.realpath(os.getcwd())
-sys.dont_write_bytecode = True
-_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_busy = []
-
-_HARMLESS = {os.devnull, "/dev/stdout", "/dev/stderr"}
-
-def _inside(p):
-    if p is None or isinstance(p, int):
-        return True
-    rp = os.path.realpath(os.path.join(os.getcwd(), os.fsdecode(p)))
-    return rp == ROOT or rp.startswith(ROOT + os.sep) or rp in _HARMLESS
-
-def _deny(what):
-    raise PermissionError(f"generator blocked: {what}. A generator may write only inside its "
-                          f"own directory ({ROOT}), and may not use the network or start programs.")
-
-_PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1),
-                "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.chmod": (0,),
-                "os.chown": (0,), "os.utime": (0,), "os.chdir": (0,), "shutil.rmtree": (0,),
-                "shutil.copyfile": (1,), "shutil.copytree": (1,), "shutil.move": (1,)}
-_PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                   "os.fork", "os.forkpty", "pty.spawn")
-
-def _hook(event, args):
-    if _busy:
-        return
-    _busy.append(1)
-    try:
-        if event == "open":
-            path, mode, flags = args
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags & _WRITE)
-            if writing and not _inside(path):
-                _deny(f"writing {os.fsdecode(path)!r} outside its directory")
-        elif event in _PATH_EVENTS:
-            for i in _PATH_EVENTS[event]:
-                if i < len(args) and not _inside(args[i]):
-                    _deny(f"{event} on {os.fsdecode(args[i])!r} outside its directory")
-        elif event in ("socket.connect", "socket.getaddrinfo", "socket.sendto"):
-            _deny(f"network access ({event})")
-        elif event in _PROCESS_EVENTS:
-            _deny(f"starting a program ({event})")
-    finally:
-        _busy.pop()
-
-sys.addaudithook(_hook)
-sys.argv = [sys.argv[1]]
-runpy.run_path(sys.argv[0], run_name="__main__")
-'''
+GUARD = Path(__file__).with_name("generator_guard.py")   # run by path: the audit hook, then the script
 
 
 def scrubbed_env(home: Path) -> dict:
@@ -132,9 +81,12 @@ def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
         out.unlink()
     log = iter_dir / "gen_dataset.log"
     with open(log, "w") as f:
-        proc = subprocess.Popen([sys.executable, "-c", GUARD, script.name], cwd=iter_dir, stdout=f,
+        proc = subprocess.Popen([sys.executable, str(GUARD), script.name], cwd=iter_dir, stdout=f,
                                 stderr=subprocess.STDOUT, env=scrubbed_env(iter_dir / ".generator_home"),
-                                preexec_fn=_limit_memory, stdin=subprocess.DEVNULL,
+                                # _limit_memory only calls setrlimit: it takes no lock a thread
+                                # of the driver could hold
+                                preexec_fn=_limit_memory,  # noqa: PLW1509
+                                stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
             ct, since_boot = training.process_start(psutil.Process(proc.pid))

@@ -25,8 +25,6 @@ from driver.teachers import OUTPUTS, Brief, outputs_present
 MAX_FORMAT_RETRIES = 2
 PROMPT_ROWS = 60            # failed rows shown in full-ish form; the rest are counted only
 FIELD_CHARS = 700           # each prompt/completion/info is cut to this many characters
-DEFAULT_BASE_URL = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
-DEFAULT_KEY_ENV = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 # files a reply may add: this iteration's hyperparameters (checked with the dataset gate)
 OPTIONAL = ("hparams.json",)
 _FILE = re.compile(r"<<<FILE\s+([\w.\-]+)\s*>>>\n?(.*?)\n?<<<END FILE>>>", re.S)

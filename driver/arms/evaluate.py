@@ -1,0 +1,95 @@
+"""Measuring an arm: its final eval file cut to numbers (eval_summary.json), its train reward
+trajectory, and the metrics.json entry built from them."""
+from __future__ import annotations
+
+from driver import faults
+from driver.analysis import evaluation
+from driver.arms.arm import Arm
+from driver.arms.train import retire_failed, set_aside
+from driver.backends import process as training
+from driver.context import Ctx
+from driver.errors import DriverError
+from driver.run.files import atomic_write_json, read_json
+
+
+def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) -> dict:
+    """Aggregate the final eval (numbers only) into eval_summary.json and metrics.json."""
+    summary_path = arm.dir / "eval_summary.json"
+    final = arm.final_step(ctx.state.steps_per_run)
+    if summary_path.exists():
+        summary = read_json(summary_path)
+    else:
+        try:
+            summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final),
+                                           selection_env=ctx.dialect.selection_env,
+                                           view=ctx.dialect.eval_view)
+        except DriverError:
+            # a missing or torn eval file cannot be repaired by reading it again: retire this
+            # attempt (kept beside the next) so that resuming trains the arm afresh, or, where
+            # the eval is a launch of its own, evaluates the trained weights afresh
+            if ctx.dialect.separate_final_eval:
+                log = arm.dir / "final_eval.log"
+                for path in (ctx.dialect.final_eval_dir(arm.out, final), log, training.rc_path(log)):
+                    set_aside(path)
+            else:
+                (arm.dir / "train_done.json").unlink(missing_ok=True)
+                retire_failed(arm)
+            raise
+        summary.update(_train_reward(ctx, arm))
+        summary["checkpoint"] = str(ctx.dialect.checkpoint_trees(arm.out, final)[1].relative_to(ctx.rd.path))
+        summary["final_step"] = final
+        summary["rows"] = rows
+        summary.update(extra or {})
+        faults.point("evaluate:before-summary")
+        atomic_write_json(summary_path, summary)
+        ctx.say(f"[{arm.name}] evaluated: " + _accuracy_line(summary))
+    faults.point("evaluate:after-summary")
+    return summary
+
+
+def _accuracy_line(summary: dict) -> str:
+    """"eval 34.5% [28.3, 41.2] (n = 200); selection 31.0% [...] (n = 200)": numbers only."""
+    parts = []
+    for label, s in (("eval", summary), ("selection", summary.get("selection"))):
+        if s and s.get("n_eval"):
+            lo, hi = evaluation.wilson_interval(round(s["eval_acc"] * s["n_eval"]), s["n_eval"])
+            parts.append(f"{label} {100 * s['eval_acc']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] "
+                         f"(n = {s['n_eval']})")
+    return "; ".join(parts) or "no eval rows"
+
+
+def _train_reward(ctx: Ctx, arm: Arm) -> dict:
+    """Mean train reward per step (the trajectory), from train rollouts."""
+    rdir = ctx.dialect.rollouts_dir(arm.out)
+    per_step = {}
+    for s in ctx.dialect.steps(rdir):
+        if s <= (arm.resume_step or 0) or not ctx.dialect.train_file(arm.out, s).exists():
+            continue
+        rewards = [float(r.get("reward", 0.0)) for r in ctx.dialect.train_rows(arm.out, s)]
+        if rewards:
+            per_step[str(s)] = sum(rewards) / len(rewards)
+    mean = sum(per_step.values()) / len(per_step) if per_step else None
+    out = {"train_reward_mean": mean, "train_reward_by_step": per_step}
+    if per_step:   # does the last step still carry gradient? (driver diagnose's numbers)
+        from driver.analysis import diagnose
+
+        last = max(map(int, per_step))
+        try:
+            d = diagnose.diagnose(list(ctx.dialect.train_rows(arm.out, last)))
+            out["train_diagnose"] = {"step": last, **{k: d[k] for k in (
+                "groups", "uniform_groups", "live_fraction_outcome", "live_fraction_reward",
+                "effort_kind", "effort_correlation", "truncation_rate", "verdict", "reasons")}}
+        except ValueError as e:
+            out["train_diagnose"] = {"step": last, "verdict": "n/a", "reasons": [str(e)]}
+    return out
+
+
+def metrics_entry(summary: dict, **extra) -> dict:
+    keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
+            "checkpoint", "rows", "final_step", "train_diagnose")
+    entry = {k: summary.get(k) for k in keep if k in summary}
+    if summary.get("selection"):
+        entry["selection_acc"] = summary["selection"]["eval_acc"]
+        entry["n_selection"] = summary["selection"]["n_eval"]
+    entry.update(extra)
+    return entry

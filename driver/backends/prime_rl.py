@@ -1,0 +1,160 @@
+"""prime-rl on the user's GPUs: `uv run rl @ rl.toml ...` inside a prime-rl checkout.
+
+DRIVER_RL_COMMAND replaces the `rl` command (a wrapper script, or the test suite's trainer
+double); it then runs in the current directory with the driver's interpreter loading
+environments. Either way the dialect follows the checkout's version (or DRIVER_PRIME_RL_VERSION);
+a stand-in with neither speaks the classic dialect.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver.backends.base import Command, Probe
+from driver.dialects import VERSION_VAR
+from driver.errors import UsageError
+
+RL_COMMAND_VAR = "DRIVER_RL_COMMAND"
+EVALS_COMMAND_VAR = "DRIVER_EVALS_COMMAND"   # stands in for the final-weights eval, beside it
+PROBE_COMMAND_VAR = "DRIVER_PROBE_COMMAND"
+CHECKOUT_VAR = "PRIME_RL_DIR"
+
+
+def checkout_dir(given: str | None) -> Path | None:
+    """The prime-rl checkout: --prime-rl-dir, else $PRIME_RL_DIR (the one place either is read)."""
+    root = given or os.environ.get(CHECKOUT_VAR)
+    return Path(root).expanduser().resolve() if root else None
+
+
+def probe_override(cwd: str | None = None) -> Probe | None:
+    cmd = os.environ.get(PROBE_COMMAND_VAR)
+    return Probe(tuple(shlex.split(cmd)), cwd=cwd) if cmd else None
+
+
+@dataclass(frozen=True)
+class PrimeRL:
+    """The prime_rl backend (a checkout, or a stand-in for its `rl`)."""
+    rl: Command
+    python: str
+    dialect: str = "classic"
+    prime_rl_version: str | None = None
+    version_source: str | None = None
+    stand_in: str | None = None
+    evaluator: Command | None = None
+    probe_command: Probe | None = None
+    name: str = "prime_rl"
+
+    def trainer(self) -> Command:
+        return self.rl
+
+    def final_evaluator(self) -> Command | None:
+        return self.evaluator
+
+    def probe(self) -> Probe | None:
+        # prime-rl samples through its vLLM server, which only runs inside `rl`: no probe unless
+        # DRIVER_PROBE_COMMAND names one (e.g. embedded_trainer.probe in an env with torch)
+        return self.probe_command
+
+    def seed_args(self, seed: int) -> list[str]:
+        return []
+
+    def describe(self) -> str:
+        return " ".join(self.rl.argv) + (f" (in {self.rl.cwd})" if self.rl.cwd else "")
+
+
+def build(prime_rl_dir: str | None) -> PrimeRL:
+    override = os.environ.get(RL_COMMAND_VAR)
+    root = checkout_dir(prime_rl_dir)
+    if root is not None and not (root / "pyproject.toml").exists():
+        raise UsageError(f"{root} is not a prime-rl checkout (no pyproject.toml)")
+    if override:
+        if root is None and not os.environ.get(VERSION_VAR):
+            version, source, dialect = None, "stand-in without a checkout", "classic"
+        else:
+            dialect, version, source = detect_dialect(root)
+        evals = os.environ.get(EVALS_COMMAND_VAR)
+        if dialect == "current" and not evals:
+            raise UsageError(
+                f"prime-rl {version} is the current generation, whose `rl` never evaluates its final "
+                f"weights; with {RL_COMMAND_VAR} standing in for `rl`, set {EVALS_COMMAND_VAR} to what "
+                "stands in for the final-weights eval (called as CMD --tokenizer MODEL @ evals.toml "
+                "--output-dir DIR).")
+        return PrimeRL(Command(tuple(shlex.split(override))), sys.executable, dialect=dialect,
+                       prime_rl_version=version, version_source=source, stand_in=override,
+                       evaluator=Command(tuple(shlex.split(evals))) if dialect == "current" and evals else None,
+                       probe_command=probe_override())
+    if root is None:
+        raise UsageError(
+            f"the prime_rl backend needs a prime-rl checkout: pass --prime-rl-dir DIR or set "
+            f"{CHECKOUT_VAR} (see prime-rl's README for installing it with uv).")
+    dialect, version, source = detect_dialect(root)
+    uv = shutil.which("uv")
+    if not uv:
+        raise UsageError("uv is not on PATH; prime-rl runs as `uv run rl`. Install uv first.")
+    venv_python = root / ".venv" / "bin" / "python"
+    if not venv_python.exists():
+        raise UsageError(f"{venv_python} is missing: run `uv sync` in {root} first")
+    evaluator = (Command((sys.executable, "-m", "rl_contract.final_eval", "--prime-rl-dir", str(root)))
+                 if dialect == "current" else None)
+    return PrimeRL(Command((uv, "run", "rl"), str(root)), str(venv_python), dialect=dialect,
+                   prime_rl_version=version, version_source=source, evaluator=evaluator,
+                   probe_command=probe_override(str(root)))
+
+
+def prime_rl_version(root: Path | None) -> tuple[str | None, str]:
+    """(version, where it came from): DRIVER_PRIME_RL_VERSION, else the checkout's nearest git
+    tag, else its pyproject version."""
+    import subprocess
+    import tomllib
+
+    if os.environ.get(VERSION_VAR):
+        return os.environ[VERSION_VAR].strip().lstrip("v"), f"${VERSION_VAR}"
+    if root is None:
+        return None, "nothing"
+    try:  # only the checkout's own repository: never a parent repo's tags
+        if not (root / ".git").exists():
+            raise OSError("not a git checkout")
+        r = subprocess.run(["git", "-C", str(root), "describe", "--tags", "--abbrev=0"],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode == 0 and r.stdout.strip():
+            return r.stdout.strip().lstrip("v"), "git tag"
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text()).get("project", {})
+        if isinstance(project.get("version"), str):
+            return project["version"], "pyproject.toml"
+    except (OSError, tomllib.TOMLDecodeError):
+        pass
+    return None, "nothing"
+
+
+def detect_dialect(root: Path | None) -> tuple[str, str, str]:
+    """(dialect, version, source) for a checkout, or a UsageError naming what to do."""
+    from driver import dialects
+
+    version, source = prime_rl_version(root)
+    if version is None:
+        windows = "; ".join(f"{n}: v{a} .. v{b}" for n, (a, b) in dialects.WINDOWS.items())
+        raise UsageError(
+            f"cannot tell which prime-rl {root} is (no git tag, no version in pyproject.toml). "
+            f"The driver speaks these config schemas: {windows}. If you know the checkout's "
+            f"version, set {VERSION_VAR}=<version> and run again.")
+    return dialects.for_version(version, source), version, source
+
+
+def canonical_config(prime_rl_dir: str | None, dataset: str) -> str | None:
+    """The prime-rl checkout's configs/<env>/rl.toml (the procedure's iter_0 config), if any."""
+    root = checkout_dir(prime_rl_dir)
+    if root is None:
+        return None
+    name = dataset.split("/")[-1]
+    for d in dict.fromkeys([name, name.replace("-", "_"), name.replace("_", "-")]):
+        p = root / "configs" / d / "rl.toml"
+        if p.is_file():
+            return str(p.resolve())
+    return None

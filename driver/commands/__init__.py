@@ -1,0 +1,1 @@
+"""One module per `driver` command: NAME, add(subparsers) and main(args) -> exit code."""

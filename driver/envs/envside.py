@@ -1,0 +1,201 @@
+"""The driver's client for the env-side jobs (driver/envside): a typed request in, a typed
+response out.
+
+Every job that loads an environment (introspection, row counts, train resamples, the gate's
+scoring, eval fingerprints) runs in the interpreter that trains, so what it sees is what the
+trainer will see; the driver itself never imports verifiers. `call` writes the request as JSON,
+runs `driver/envside/call.py ACTION REQUEST.json RESPONSE.json` there (forked from the warm
+worker, driver/envs/worker.py, where it can), and reads the response back into its model. A job
+that raises comes back as an EnvsideError carrying the exception's type, message and traceback.
+
+Each action says which module runs it (classic.py for verifiers' classic environments,
+taskset.py for v1 tasksets) and whether it needs the verifiers v1 worker.
+"""
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, NamedTuple, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from driver.envs import worker
+
+CALL = worker.ENVSIDE / "call.py"
+CLASSIC, TASKSET = "environment", "taskset"   # hub_env.json `kind`: a classic env, a v1 taskset
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------------------------
+# Requests
+
+class EnvRequest(_Model):
+    """Which environment: its id, and the loader arguments (a taskset's config fields)."""
+    env_id: str
+    env_args: dict[str, Any] = {}
+
+
+class IntrospectRequest(EnvRequest):
+    module: str | None = None   # a classic env's module: does its loader take an eval_split?
+
+
+class CountRequest(_Model):
+    env_id: str                 # an installed generated env, loaded with no arguments
+
+
+class SampleRequest(EnvRequest):
+    n: int
+    seed: str
+    dest: str                   # the JSONL file the rows are written to
+
+
+class ScoreRequest(EnvRequest):
+    dataset: str                # the generated rows (JSONL)
+    system_prompt: str = ""     # a taskset's (a classic env scores with its own)
+
+
+# --------------------------------------------------------------------------------------------
+# Responses
+
+class RubricFunc(_Model):
+    name: str
+    weight: float
+    rubric_class: str
+
+
+class HubInfo(_Model):
+    """hub_env.json's content, as the env-side job reads it from the loaded environment."""
+    kind: str | None = None           # set by a taskset only
+    env_class: str
+    env_module: str
+    parser_class: str | None
+    parser_module: str | None
+    rubric_class: str
+    rubric_funcs: list[RubricFunc]
+    system_prompt: str
+    train_size: int
+    eval_size: int
+    train_columns: list[str]
+    sample_train_rows: list[dict[str, Any]]
+    selection: dict[str, Any] | None
+    info_keys_read: list[str] | None
+    split_field: str | None = None    # the taskset's split config field
+    train_args: dict[str, Any] | None = None
+    eval_args: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict:
+        """The fields the job set (a classic env's has no taskset fields)."""
+        return self.model_dump(exclude_unset=True)
+
+
+class Fingerprints(_Model):
+    """The eval split's rare word n-gram hashes (driver/envside/fingerprint.py); no eval text."""
+    n: int
+    eval_rows: int
+    rows: list[list[str]]
+
+
+class Introspected(_Model):
+    hub: HubInfo
+    fingerprints: Fingerprints | None = None
+
+
+class RowCount(_Model):
+    rows: int
+
+
+class ScoredRow(_Model):
+    line: int
+    template: list[Any]               # [domain, sub_domain]
+    reward: float
+    errors: list[str]
+
+
+class Scored(_Model):
+    ceiling: float                    # the full reward: the sum of the positive weights
+    rows: list[ScoredRow]
+
+
+class ErrorInfo(_Model):
+    type: str
+    message: str
+    traceback: str = ""
+
+
+# --------------------------------------------------------------------------------------------
+# Actions
+
+Req = TypeVar("Req", bound=BaseModel)
+Resp = TypeVar("Resp", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Action(Generic[Req, Resp]):
+    name: str                 # MODULE.JOB of driver/envside
+    request: type[Req]
+    response: type[Resp]
+    v1: bool                  # it imports verifiers v1: the v1 worker runs it
+    timeout: float = 600
+
+
+class Jobs(NamedTuple):
+    """The five jobs of one kind of environment."""
+    introspect: Action[IntrospectRequest, Introspected]
+    count: Action[CountRequest, RowCount]
+    sample_train: Action[SampleRequest, RowCount]
+    score_rows: Action[ScoreRequest, Scored]
+    eval_fingerprints: Action[EnvRequest, Fingerprints]
+
+
+def _jobs(module: str, v1: bool) -> Jobs:
+    return Jobs(introspect=Action(f"{module}.introspect", IntrospectRequest, Introspected, v1),
+                count=Action(f"{module}.count", CountRequest, RowCount, v1),
+                sample_train=Action(f"{module}.sample_train", SampleRequest, RowCount, v1),
+                score_rows=Action(f"{module}.score_rows", ScoreRequest, Scored, v1, timeout=1800),
+                eval_fingerprints=Action(f"{module}.eval_fingerprints", EnvRequest, Fingerprints, v1))
+
+
+JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("taskset", v1=True)}
+
+
+# --------------------------------------------------------------------------------------------
+# The call
+
+class EnvsideError(RuntimeError):
+    """An env-side job that failed: the exception it raised (type, message, traceback), or,
+    where it wrote no response (killed, crashed), its exit status and stderr's tail."""
+
+    def __init__(self, action: str, error: ErrorInfo):
+        super().__init__(f"{error.type}: {error.message}")
+        self.action, self.error = action, error
+
+    def tail(self, lines: int = 8) -> str:
+        """The traceback's last lines (they end with the exception), else the message."""
+        text = self.error.traceback.strip() or str(self)
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def call(python: str, action: Action[Req, Resp], request: Req, timeout: float | None = None) -> Resp:
+    """Run `action` on `request` in `python` and return its response. Raises EnvsideError when
+    the job fails, subprocess.TimeoutExpired past its time limit (the action's by default)."""
+    if not isinstance(request, action.request):
+        raise TypeError(f"{action.name} takes a {action.request.__name__}, not {type(request).__name__}")
+    with tempfile.TemporaryDirectory(prefix="driver-envside-") as tmp:
+        req_path, resp_path = Path(tmp) / "request.json", Path(tmp) / "response.json"
+        req_path.write_text(request.model_dump_json())
+        r = worker.run_py(python, CALL, [action.name, str(req_path), str(resp_path)],
+                          timeout=action.timeout if timeout is None else timeout, v1=action.v1)
+        got = json.loads(resp_path.read_text()) if resp_path.exists() else None
+    if got is None:
+        tail = "\n".join((r.stderr or "").strip().splitlines()[-8:]) or "no output"
+        raise EnvsideError(action.name, ErrorInfo(
+            type="NoResponse", message=f"the job ended (exit {r.returncode}) without a response",
+            traceback=tail))
+    if not got.get("ok"):
+        raise EnvsideError(action.name, ErrorInfo.model_validate(got["error"]))
+    return action.response.model_validate(got["result"])

@@ -1,0 +1,51 @@
+"""Helpers shared by the classic and the taskset jobs: the generated rows the gate scores, the
+seeded picks of a train resample, and writing rows. Standard library only."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+
+def read_reasoned_rows(dataset: str) -> list[tuple[int, dict]]:
+    """(line, row) of every row of `dataset` (a JSONL file) that carries an info.reasoning
+    string; lines that are not JSON objects are skipped (the gate's other lines report them)."""
+    rows = []
+    with open(dataset, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(row, dict) and isinstance(row.get("info"), dict) \
+                    and isinstance(row["info"].get("reasoning"), str):
+                rows.append((n, row))
+    return rows
+
+
+def seeded_picks(size: int, n: int, seed: str) -> list[int]:
+    """`n` indices into a split of `size` rows, seeded by `seed`, without replacement until the
+    split runs out."""
+    rng = random.Random(seed)
+    order = list(range(size))
+    rng.shuffle(order)
+    return [order[i % len(order)] for i in range(n)]
+
+
+def write_jsonl(dest: str, rows) -> int:
+    """Write `rows` as JSON lines to `dest` (values JSON cannot encode as text); returns the
+    count."""
+    n = 0
+    with open(dest, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, default=str) + "\n")
+            n += 1
+    return n
+
+
+def write_json_atomic(path: str, value) -> None:
+    """Write `value` as JSON beside `path`, then rename it into place: a reader never sees half."""
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, default=str)
+    os.replace(tmp, path)

@@ -1,0 +1,81 @@
+"""The warm worker's server: `python worker_server.py PRELOAD_JSON`, started by
+driver/envs/worker.py in the training interpreter.
+
+It imports what PRELOAD_JSON names (a JSON list of "module" or "module:attr,attr", the
+attributes touched so that a lazily loaded one is loaded too; one that fails is left to the
+requests, which import what they need), says {"ready": true}, then reads one request per line on
+stdin: {"path", "argv", "stdout", "stderr", "cwd", "env"}. Each request runs the file at `path`
+(as `python PATH ARGV...` would, sys.path[0] included) in a fresh process forked from this one, in its own process
+group, with its output in the named files; the server answers {"pid": ...} when it starts and
+{"rc": ...} when it ends. Stdin closing (the driver ending, however it ends) ends the server.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import runpy
+import sys
+import traceback
+
+
+def _child(req: dict) -> None:
+    """Run one request in this forked process; never returns."""
+    code = 1
+    try:
+        os.setsid()   # its own group: a time limit kills the request's whole tree
+        for target, path in ((1, req["stdout"]), (2, req["stderr"])):
+            os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), target)
+        if req.get("cwd"):
+            os.chdir(req["cwd"])
+        os.environ.update(req.get("env") or {})
+        sys.stdin = open(os.devnull)  # noqa: SIM115 - the request's stdin, open until it exits
+        sys.argv = [req["path"], *req["argv"]]
+        sys.path[0] = os.path.dirname(os.path.realpath(req["path"]))   # as `python PATH` sets it
+        try:
+            runpy.run_path(req["path"], run_name="__main__")
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # noqa: BLE001 - as an interpreter reports an uncaught exception
+            traceback.print_exc()
+            code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _preload(spec: str) -> None:
+    module, _, attrs = spec.partition(":")
+    mod = importlib.import_module(module)
+    for attr in filter(None, attrs.split(",")):
+        getattr(mod, attr)
+
+
+def serve(preload: list[str]) -> None:
+    for spec in preload:
+        try:
+            _preload(spec)
+        except Exception:  # noqa: BLE001, S110 - one not there is imported (or missed) by the request
+            pass
+    out = os.fdopen(os.dup(1), "w")
+    print(json.dumps({"ready": True}), file=out, flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(req)
+        print(json.dumps({"pid": pid}), file=out, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), file=out, flush=True)
+
+
+if __name__ == "__main__":
+    # the preloads are found as under `python -c` (the working directory first); a request gets
+    # its own file's folder there instead, as a new interpreter would give it
+    if sys.path and os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):
+        sys.path[0] = ""
+    serve(json.loads(sys.argv[1]))

@@ -1,0 +1,47 @@
+"""`driver run --dry-run`: introspect the hub env, then render and check every config the run
+would launch with (iter_0's, an iteration's, each control's), as prime-rl's own `--dry-run`
+writes its resolved configs and stops.
+
+iter_0's files are written where the baseline phase reads them (it reuses what is there), so a
+dry run that is then resumed trains on exactly the configs it showed. An iteration's and the
+controls' configs depend on datasets not yet written: they go to dry_run/ as examples, with
+iter_0's final step as their resume step.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from driver.arms import table
+from driver.arms.arm import eval_knobs, train_knobs
+from driver.context import Ctx
+from driver.phases import setup
+from driver.run.files import atomic_write_text
+from rl_contract import composition
+
+
+def render(ctx: Ctx) -> list[Path]:
+    st = ctx.state
+    setup.introspect(ctx)
+    written = setup.iter0_configs(ctx)
+    # iter_0's launch exactly as it will be composed (files, then flags)
+    args = [x for p in written for x in ("@", str(p))]
+    args += ctx.dialect.iter0_overrides(ctx.knobs, ctx.iter_dir(0) / "prime_out")
+    ctx.dialect.check_effective(composition.compose(args))
+    anchor = st.steps_per_run   # iter_0's final step, which every anchored arm resumes from
+    examples = [(table.iteration(ctx, 1), "resume from iter_0 on the generated env; eval on the "
+                 "hub env", None)]
+    examples += [(table.control_arm(ctx, c), c.purpose, c) for c in table.CONTROLS]
+    for arm, purpose, spec in examples:
+        arm.resume_step = None if spec is not None and spec.start == "base" else anchor
+        hub_block = ({**ctx.dialect.hub_train_block(ctx.hub), "name": "hub-train"}
+                     if spec is not None and spec.with_hub_rows else None)
+        text = ctx.dialect.render_run(
+            arm=arm.name, purpose=purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
+            eval_knobs=eval_knobs(ctx, arm), train_envs=ctx.dialect.train_sources(arm.package, hub_block),
+            resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
+        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
+        path = ctx.rd.path / "dry_run" / arm.name / "rl.toml"
+        atomic_write_text(path, text)
+        written.append(path)
+    ctx.rendered_only()
+    return written

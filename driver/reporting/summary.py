@@ -1,0 +1,154 @@
+"""The summary table: one row per arm with its accuracy, 95% interval, per-population
+accuracies and paired lift over iter_0; the best iteration against each control the table pairs
+with it; and the sentences a reader needs to read the numbers. From numeric records only."""
+from __future__ import annotations
+
+from driver.analysis import stats
+from driver.analysis.evaluation import selection_score, wilson_interval
+from driver.arms import table as arms_table
+from driver.arms.best import best_iteration
+from driver.context import Ctx
+from driver.run.files import read_json
+
+
+def arm_summary(ctx: Ctx, name: str) -> dict | None:
+    p = arms_table.arm_dir(ctx, name) / "eval_summary.json"
+    return read_json(p) if p.exists() else None
+
+
+def summary_rows(ctx: Ctx) -> list[dict]:
+    """One row per arm: accuracy with its 95% interval, strict and lenient, per population, and
+    the paired comparison with iter_0 (lift, its 95% interval, exact McNemar p)."""
+    m = ctx.rd.load_metrics()
+    best = best_iteration(ctx)
+    arms = [(f"iter_{it['iter']}", it) for it in sorted(m["iters"], key=lambda r: r["iter"])]
+    order = {c.name: k for k, c in enumerate(arms_table.CONTROLS)}   # the table's order
+    arms += [(c["run"], c) for c in sorted(m["controls"], key=lambda r: order.get(r["run"], len(order)))]
+    summaries = {name: arm_summary(ctx, name) or {} for name, _ in arms}   # each read once
+    base_correct = summaries.get("iter_0", {}).get("correct_by_example") or {}
+    best_correct = summaries.get(f"iter_{best['best_iter']}", {}).get("correct_by_example") if best else None
+    names = {c.name: c.label for c in arms_table.CONTROLS}
+    paired_with_best = {c.name for c in arms_table.CONTROLS if c.compare_with_best}
+    rows = []
+    for name, entry in arms:
+        s = summaries[name]
+        acc, n = entry.get("eval_acc"), s.get("n_eval") or entry.get("n_eval")
+        row = {"run": names.get(name, name + (" (real)" if name == "iter_0" else "")), "arm": name,
+               "rows": entry.get("rows"), "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
+               "skipped": entry.get("skipped", False), "verdict": entry.get("verdict"),
+               "lenient_acc": s.get("eval_lenient_acc"),
+               "selection_acc": entry.get("selection_acc"),
+               "n_selection": entry.get("n_selection"),
+               "acc_by_population": s.get("acc_by_population"),
+               "train_reward_by_step": s.get("train_reward_by_step") or {},
+               "best": bool(best and name == f"iter_{best['best_iter']}")}
+        if acc is not None and n:
+            row["acc_ci"] = list(wilson_interval(round(acc * n), n))
+        if name != "iter_0" and base_correct and s.get("correct_by_example"):
+            row["vs_iter0"] = stats.paired(base_correct, s["correct_by_example"])
+            pops = s.get("population_by_example") or {}
+            if pops:
+                row["vs_iter0_by_population"] = {
+                    pop: stats.paired({k: v for k, v in base_correct.items() if pops.get(k) == pop},
+                                      {k: v for k, v in s["correct_by_example"].items() if pops.get(k) == pop})
+                    for pop in sorted(set(pops.values()))}
+        if name in paired_with_best and best_correct and s.get("correct_by_example"):
+            # the best iteration against this control (untargeted rows: did targeting matter?)
+            row["best_vs_control"] = stats.paired(s["correct_by_example"], best_correct)
+        rows.append(row)
+    compared = {r["arm"]: r["vs_iter0"]["p_value"] for r in rows
+                if r["arm"].startswith("iter_") and r.get("vs_iter0", {}).get("n")}
+    if compared and not any(r["selection_acc"] is not None for r in rows):
+        # no selection split: the best is chosen on the examples it is reported on
+        for name, p in stats.holm(compared).items():
+            next(r for r in rows if r["arm"] == name)["p_holm"] = p
+    scored = [(i, r) for i, r in enumerate(rows) if r["eval_acc"] is not None]
+    if scored:   # on the selection split where there is one; ties: the earliest arm
+        max(scored, key=lambda ir: (selection_score(ir[1]), -ir[0]))[1]["recommended"] = True
+    return rows
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def _lift(v: dict | None) -> tuple[str, str, str]:
+    if not v or not v.get("n"):
+        return "-", "-", "-"
+    return (f"{100 * v['lift']:+.1f} [{100 * v['lift_ci'][0]:+.1f}, {100 * v['lift_ci'][1]:+.1f}]",
+            f"{v['p_value']:.3g}", "yes" if v["significant"] else "no")
+
+
+def table(rows: list[dict]) -> str:
+    selection = any(r.get("selection_acc") is not None for r in rows)
+    holm = any("p_holm" in r for r in rows)
+    # one column per population the env's metrics name (evaluation's naming rule), in order
+    pop_names = sorted({k for r in rows for k in (r.get("acc_by_population") or {})})
+    head = (f"{'run':<27}{'rows':>6} {'n':>5}  " + (f"{'val %':>6}  " if selection else "")
+            + f"{'strict % [95% CI]':<20}{'lenient %':>9}  "
+            + "".join(f"{name + ' %':>{max(6, len(name) + 2)}} " for name in pop_names)
+            + f" {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
+            + (f"{'Holm p':>7}  " if holm else "")
+            + f"{'sig 5%':<7}{'vs prev':<10}ckpt")   # vs prev: verdict against the previous iteration
+    lines = [head]
+    for r in rows:
+        if r["skipped"]:
+            acc = "skipped"
+        elif r["eval_acc"] is None:
+            acc = "-"
+        else:
+            ci = r.get("acc_ci")
+            acc = f"{_pct(r['eval_acc'])}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
+        pops = r.get("acc_by_population") or {}
+        lift, p, sig = _lift(r.get("vs_iter0"))
+        if holm and "p_holm" in r:
+            sig = "yes" if r["p_holm"] < stats.ALPHA else "no"
+        holm_p = f"{r['p_holm']:.3g}" if "p_holm" in r else "-"
+        mark = ("  <- BEST_ITER" if r["best"] else "") + ("  * recommended" if r.get("recommended") else "")
+        lines.append(
+            f"{r['run']:<27}{str(r['rows'] if r['rows'] is not None else '-'):>6} "
+            f"{str(r.get('n') or '-'):>5}  "
+            + (f"{_pct(r.get('selection_acc')):>6}  " if selection else "")
+            + f"{acc:<20}{_pct(r.get('lenient_acc')):>9}  "
+            + "".join(f"{_pct(pops.get(name)):>{max(6, len(name) + 2)}} " for name in pop_names)
+            + f" {lift:<26}{p:>10}  "
+            + (f"{holm_p:>7}  " if holm else "")
+            + f"{sig:<7}{(r.get('verdict') or '-'):<10}{r['ckpt'] or '-'}{mark}")
+    best = next((r for r in rows if r["best"]), None)
+    for c in (r for r in rows if r.get("best_vs_control")) if best else ():
+        lift, p, sig = _lift(c["best_vs_control"])
+        lines.append(f"{best['arm']} (best) vs {c['arm']} ({arms_table.control(c['arm']).purpose}; "
+                     f"same steps): {lift}, McNemar p {p}, significant at 5%: {sig} "
+                     f"(n = {c['best_vs_control']['n']})")
+    if selection:
+        n_sel = next((r["n_selection"] for r in rows if r.get("n_selection")), None)
+        lines.append(f"val %: the hub env's selection split (n = {n_sel}), on which the best "
+                     "iteration and the recommended checkpoint are chosen; every other column is the "
+                     "eval split, which played no part in choosing.")
+    else:
+        lines.append("The hub env has no selection split: the best iteration is chosen on the same "
+                     "examples its lift is reported on" + (
+                         "; Holm p adjusts each iteration's McNemar p for the number compared."
+                         if holm else "."))
+    lines.append("strict: the env's reward; lenient: the right number in any format (a zero-weight "
+                 "metric). Lift: paired on the eval examples both arms answered (controls are "
+                 "evaluated on the whole eval split, iterations on --eval-examples of it); p: "
+                 "exact McNemar; CI: Newcombe. "
+                 "vs prev: the seed's verdict against the previous iteration.")
+    return "\n".join(lines)
+
+
+def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
+    """The summary table, then what a reader must know to read its numbers: a stand-in trainer
+    made them; the hub's full reward is not 1."""
+    st = ctx.state
+    text = table(summary_rows(ctx) if rows is None else rows)
+    if st.trainer_stand_in:
+        text += (f"\nTrainer: a stand-in for prime-rl ({st.trainer_stand_in}, from "
+                 f"DRIVER_RL_COMMAND); the model name {st.model} was only passed to it.")
+    ceiling = sum(f["weight"] for f in ctx.hub.get("rubric_funcs", []) if f["weight"] > 0)
+    if ceiling and abs(ceiling - 1.0) > 1e-9:
+        text += (f"\nShaped reward: the hub rubric's full reward is {ceiling:g}, not 1. A rollout "
+                 "counts as correct (strict %) when its is_correct metric is >= 0.5, else when its "
+                 f"reward is >= 0.5 of the {ceiling:g} available.")
+    return text

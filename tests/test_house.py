@@ -1,0 +1,232 @@
+"""The house's own rules: every run-model field is a flag with its help, the import layers point
+one way, a new control arm is one table entry, `--dry-run` renders and trains nothing, and a
+base config is checked against the dialect the trainer speaks."""
+from __future__ import annotations
+
+import ast
+import json
+import sys
+import tomllib
+from pathlib import Path
+
+
+from conftest import FAST, driver, driver_env, launches, run_dir_from
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_parser():
+    import argparse
+
+    from driver.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def _fields(model, prefix=""):
+    """(dotted name, field) of every leaf field; a nested model's fields under its name."""
+    from pydantic import BaseModel
+
+    from driver.commands.flags import _base_type
+
+    for name, f in model.model_fields.items():
+        kind = _base_type(f.annotation)
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            yield from _fields(kind, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}", f
+
+
+def test_every_run_model_field_is_a_run_flag_with_its_help_and_every_run_flag_is_a_field():
+    from driver.commands import run
+    from driver.run.model import RunConfig
+
+    parser = _run_parser()["run"]
+    by_flag = {s: a for a in parser._actions for s in a.option_strings}
+    fields = dict(_fields(RunConfig))
+    assert set(run._FLAGS) - {"llm"} == set(fields)          # one flag per field, no more
+    for name, field in fields.items():
+        action = by_flag[run._FLAGS[name]]
+        assert field.description and action.help.startswith(field.description.replace("%", "%%")), name
+        by_backend = (field.json_schema_extra or {}).get("by_backend")
+        if by_backend:   # each backend's own default is shown, from the field itself
+            assert all(f"{b}: " in action.help for b in by_backend), name
+    command_only = {"-h", "--help", "--runs-dir", "--dry-run"}
+    assert set(by_flag) - command_only == set(run._FLAGS[n] for n in fields)
+
+
+def test_resume_takes_exactly_the_fields_marked_resumable():
+    from driver.commands import resume
+    from driver.run.model import RunConfig
+
+    parser = _run_parser()["resume"]
+    flags = {s for a in parser._actions for s in a.option_strings} - {"-h", "--help"}
+    resumable = {n for n, f in _fields(RunConfig) if (f.json_schema_extra or {}).get("resumable")}
+    assert resumable and {resume._FLAGS[n] for n in resumable} == flags
+
+
+# --------------------------------------------------------------------------------------------
+# Import layers: a module imports only from its own layer or the ones below (lazy imports
+# inside functions included), and no two modules import each other at module level.
+
+LAYERS = [
+    ("driver.cli", "driver.commands"),
+    ("driver.loop",),
+    ("driver.phases",),
+    ("driver.reporting", "driver.teachers"),
+    ("driver.arms",),
+    ("driver.context", "driver.seams"),
+    ("driver.gates", "driver.analysis", "driver.backends", "driver.dialects", "driver.envs"),
+    ("driver.run",),
+    ("driver.envside", "driver.errors", "driver.faults", "driver.resources", "driver"),
+]
+
+
+def _layer(module: str) -> int:
+    best = None
+    for k, prefixes in enumerate(LAYERS):
+        for p in prefixes:
+            if module == p or module.startswith(p + "."):
+                if best is None or len(p) > best[1]:
+                    best = (k, len(p))
+    assert best is not None, module
+    return best[0]
+
+
+def _imports(path: Path, module: str) -> tuple[set[str], set[str]]:
+    """(every driver module it imports, those imported at module level)."""
+    tree = ast.parse(path.read_text())
+    every, top = set(), set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        names = [n for n in names if n.startswith("driver")]
+        every.update(names)
+        if node in tree.body or any(node in getattr(b, "body", []) for b in tree.body
+                                    if isinstance(b, ast.If)):
+            top.update(names)
+    return every, top
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in (ROOT / "driver").rglob("*.py"):
+        parts = list(p.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def test_imports_point_down_the_layers_and_no_module_level_circle():
+    mods = _modules()
+    upward = []
+    graph: dict[str, set[str]] = {}
+    for mod, path in mods.items():
+        if mod.startswith("driver.envside"):
+            continue   # runs in the training interpreter, by path: imports no driver module
+        every, top = _imports(path, mod)
+        for target in every:
+            real = target if target in mods else target.rpartition(".")[0]
+            if real in mods and real != mod and _layer(real) < _layer(mod):
+                upward.append(f"{mod} -> {real}")
+        graph[mod] = {t if t in mods else t.rpartition(".")[0] for t in top} & set(mods) - {mod}
+    assert upward == []
+    # a circle: a module reachable from itself through module-level imports (packages'
+    # __init__ excluded as targets: importing a submodule loads its package anyway)
+    def reach(start):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), ()):
+                if nxt not in seen and nxt in graph and mods[nxt].name != "__init__.py":
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+    assert [m for m in graph if m in reach(m)] == []
+
+
+def test_the_envside_scripts_import_no_driver_module():
+    for p in (ROOT / "driver" / "envside").rglob("*.py"):
+        every, _ = _imports(p, "")
+        assert every == set(), p
+
+
+# --------------------------------------------------------------------------------------------
+# One table of arms
+
+def test_a_fourth_control_arm_is_one_table_entry(tmp_path, monkeypatch):
+    """A control that replays the best dataset from the base model, added to the table alone:
+    the loop runs it after the others, trains it from base, evaluates it on the whole eval
+    split, records it in metrics.json and puts its row in the summary."""
+    from driver import cli
+    from driver.arms import table
+
+    run_d = table.ControlArm("run_d", "run_d_best_from_base", "run_d (best @base)",
+                             "best dataset alone, from the base model", "base", table.replay_best)
+    monkeypatch.setattr(table, "CONTROLS", (*table.CONTROLS, run_d))
+    for k, v in driver_env(tmp_path).items():
+        monkeypatch.setenv(k, v)
+    runs = tmp_path / "runs"
+    assert cli.main(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)]) == 0
+    [rd] = list(runs.iterdir())
+    state = json.loads((rd / "run.json").read_text())
+    phases = [h["phase"] for h in state["history"]]
+    assert phases[-5:] == ["run_a", "run_b", "run_c", "run_d", "finalize"]
+    metrics = json.loads((rd / "metrics.json").read_text())
+    assert [c["run"] for c in metrics["controls"]] == ["run_a", "run_b", "run_c", "run_d"]
+    d = rd / "run_d_best_from_base"
+    cfg = tomllib.loads((d / "rl.toml").read_text())
+    assert "resume_step" not in cfg.get("ckpt", {}) and cfg["max_steps"] == 3   # from base
+    assert (d / "dataset.jsonl").read_text() == (rd / "iter_1" / "dataset.jsonl").read_text()
+    entry = next(c for c in metrics["controls"] if c["run"] == "run_d")
+    assert entry["n_eval"] == 200 and entry["best_iter"] == 1
+    assert "run_d (best @base)" in (rd / "scratchpad.md").read_text()
+
+
+# --------------------------------------------------------------------------------------------
+# --dry-run, and a base config checked against the dialect the trainer speaks
+
+def test_dry_run_renders_every_config_then_resume_trains_on_exactly_those(tmp_path, runs):
+    env = driver_env(tmp_path)
+    r = driver(["run", "--dry-run", "--max-iters", "1", *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rd = run_dir_from(r.stdout)
+    rendered = [Path(line.split(": ", 1)[1]) for line in r.stdout.splitlines()
+                if line.startswith("rendered: ")]
+    assert [p.relative_to(rd).as_posix() for p in rendered] == [
+        "iter_0/base_rl.toml", "iter_0/eval_overlay.toml", "dry_run/iter_1/rl.toml",
+        "dry_run/run_a/rl.toml", "dry_run/run_b/rl.toml", "dry_run/run_c/rl.toml"]
+    assert launches(tmp_path) == []                      # nothing launched
+    state = json.loads((rd / "run.json").read_text())
+    assert state["status"] == "dry_run" and state["phase"] == "baseline"
+    it1 = tomllib.loads((rd / "dry_run" / "iter_1" / "rl.toml").read_text())
+    assert it1["ckpt"]["resume_step"] == 3 and it1["max_steps"] == 6   # absolute, from iter_0's F
+    assert "resume_step" not in tomllib.loads((rd / "dry_run" / "run_b" / "rl.toml").read_text())["ckpt"]
+    base = (rd / "iter_0" / "base_rl.toml").read_text()
+    r = driver(["resume", str(rd)], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    [launch] = launches(tmp_path)                         # iter_0 only: max_iters 1
+    assert launch["argv"][:4] == ["@", str(rd / "iter_0" / "base_rl.toml"),
+                                  "@", str(rd / "iter_0" / "eval_overlay.toml")]
+    assert (rd / "iter_0" / "base_rl.toml").read_text() == base
+
+
+def test_a_base_config_is_checked_against_the_dialect_the_checkout_speaks(tmp_path, runs):
+    """A classic config given to a current-generation checkout is refused before anything is
+    created (it was once checked against the classic schema whatever the checkout)."""
+    from driver.dialects import get
+    from driver.run.model import Knobs
+
+    knobs = Knobs.for_backend("prime_rl")
+    classic = tmp_path / "rl.toml"
+    classic.write_text(get("classic").render_base({"env_id": "stock_arithmetic", "eval_size": 200}, knobs))
+    env = driver_env(tmp_path, DRIVER_PRIME_RL_VERSION="0.8.1.dev67",
+                     DRIVER_EVALS_COMMAND=f"{sys.executable} -c pass")
+    r = driver(["run", "--base-config", str(classic), "--runs-dir", str(runs)], env)
+    assert r.returncode == 2 and "does not compose for prime-rl's current configs" in r.stderr
+    assert "rollouts_per_example is orchestrator.group_size" in r.stderr
+    assert list(runs.iterdir()) == []
