@@ -56,7 +56,8 @@ def main() -> None:
             t.start()
             be = Command((sys.executable, str(script)))
             tp = training.launch(be, ["0.5", str(eval_file)], d, log)
-            res = training.poll(tp, log, eval_file, 8, interval=a.interval)
+            res = training.poll(tp, log, eval_file, 8, interval=a.interval,
+                                limits=training.Limits(600, 600, 600))
             t_ours = time.time()
             t.join(timeout=30)
             done = float(Path(str(eval_file) + ".end").read_text())   # the trainer's last act

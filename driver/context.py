@@ -9,11 +9,10 @@ from pathlib import Path
 
 from driver import dialects
 from driver.backends import Backend, resolve
-from driver.backends.process import DEFAULT_POLL_CAP_S
 from driver.dialects.base import Dialect
 from driver.errors import UsageError
 from driver.run.files import read_json
-from driver.run.model import Knobs, RunState, TrainerProcess
+from driver.run.model import Knobs, LimitChange, RunState, TrainerProcess
 from driver.run.rundir import RunDir
 
 
@@ -24,7 +23,6 @@ class Ctx:
     backend: Backend | None      # None where only records are read (`driver report`)
     dialect: Dialect
     poll_interval: float = 1.0
-    poll_cap_s: float = DEFAULT_POLL_CAP_S
     quiet: bool = False
     _hub: dict | None = field(default=None, repr=False)
 
@@ -98,6 +96,25 @@ class Ctx:
             st.end_ts = time.time()
             st.total_duration_s = st.end_ts - st.start_ts
         st.status = st.loop_end or "completed"
+        self.save()
+
+    def limits_changed(self, values: dict[str, float], reopen: bool,
+                       set_aside: list[str]) -> None:
+        """`driver resume --budget/--max-iters` changed the loop's limits, recorded in
+        limit_changes with the old and new values. `reopen`: the loop had ended on a limit the
+        new values lift, so the run goes back to the gate, open again (no loop_end, no end
+        time); the old controls' failures move into the record, and the controls and finalize
+        run again at the loop's new end (their directories were set aside: `set_aside`)."""
+        st = self.state
+        change = LimitChange(ts=time.time(), phase=st.phase, reopened=st.loop_end if reopen else None,
+                             changed={k: {"old": getattr(st, k), "new": v} for k, v in values.items()},
+                             set_aside=set_aside, phase4_errors=st.phase4_errors if reopen else [])
+        for name, value in values.items():
+            setattr(st, name, value)
+        if reopen:
+            st.phase, st.loop_end, st.end_ts, st.total_duration_s = "gate", None, None, None
+            st.phase4_errors = []
+        st.limit_changes.append(change)
         self.save()
 
     def rendered_only(self) -> None:

@@ -30,11 +30,16 @@ def phases() -> tuple[str, ...]:
 
 
 def gate(ctx: Ctx) -> str:
-    """The pre-iteration gate. Teacher opinion never ends the loop."""
+    """The pre-iteration gate. Teacher opinion never ends the loop; --max-cost is a second
+    budget, checked here beside --budget against what the run's launches have cost."""
+    from driver.backends import spent_usd
+
     st = ctx.state
     nxt = st.iteration + 1
     if now() - st.start_ts >= st.budget_seconds:
         st.loop_end = "budget_exhausted"
+    elif st.max_cost_usd is not None and spent_usd(ctx.rd.path) >= st.max_cost_usd:
+        st.loop_end = "cost_exhausted"
     elif nxt >= st.max_iters:
         st.loop_end = "max_iters_reached"
     else:
@@ -120,7 +125,7 @@ def run(ctx: Ctx) -> int:
     st.reason = None
     ctx.save()
     probe = ctx.trainer.probe()
-    if st.probe_prompts and probe is not None and probe.in_worker:
+    if st.probe_prompts and probe is not None and probe.kind == "worker":
         # the probe's warm interpreter imports torch while iter_0 trains, not when it is needed
         worker.get(ctx.trainer.python, torch=True)
     if ctx.dialect.env_kind == "taskset":

@@ -45,17 +45,19 @@ def test_base_and_overlay_compose_into_the_intended_iter0(tmp_path):
     (tmp_path / "overlay.toml").write_text(D.render_eval_overlay(HUB, KNOBS))
     cfg = compose(["@", str(tmp_path / "base.toml"), "@", str(tmp_path / "overlay.toml"),
                    *D.iter0_overrides(KNOBS, tmp_path / "out")])
-    assert cfg["max_steps"] == "30" and cfg["seq_len"] == 2048   # flags arrive as strings
+    # flags arrive as strings; the run's sequence length, sampling and lr are flags in iter_0 as
+    # in every arm (a canonical config's values for them never differ between arms)
+    assert cfg["max_steps"] == "30" and cfg["seq_len"] == "2048"
     assert cfg["run"] == {"name": RUN_NAME} and cfg["output_dir"] == str(tmp_path / "out")
     assert cfg["weight_broadcast"] == {"type": "filesystem"} and cfg["ckpt"] == {"interval": 30}
     orch = cfg["orchestrator"]
     assert orch["batch_size"] == "256" and orch["group_size"] == "16"
-    assert orch["train"]["sampling"] == {"max_completion_tokens": 512, "temperature": 0.7}
+    assert orch["train"]["sampling"] == {"max_completion_tokens": "512", "temperature": "0.7"}
     [src] = orch["train"]["source"]
     assert src == {"name": TRAIN_SOURCE, "env": {"taskset": {"id": "stock-arithmetic", "seed": 0,
                                                              "split": "train"}, "agent": NULL_AGENT}}
     assert "eval" not in orch      # the run never measures its final weights: `evals` does
-    assert cfg["trainer"] == {"optim": {"lr": 3e-6}} and cfg["inference"] == {}
+    assert cfg["trainer"] == {"optim": {"lr": "3e-06"}} and cfg["inference"] == {}
     assert "rollouts_per_example" not in orch and "resume" not in cfg
     D.check_effective(cfg)
 

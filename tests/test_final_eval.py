@@ -21,9 +21,15 @@ if sys.argv[2] == "inference":
             f.write(json.dumps({"stopped": "inference"}) + "\n")
         sys.exit(0)
     signal.signal(signal.SIGTERM, stop)
+    with open(log, "a") as f:
+        f.write(json.dumps({"ready": "inference"}) + "\n")
     while True:
         time.sleep(0.1)
 if sys.argv[2] == "evals":
+    # as prime-rl's evals does (eval.client.wait_for_ready_timeout): wait for the server
+    deadline = time.time() + 30
+    while time.time() < deadline and '"ready"' not in open(log).read():
+        time.sleep(0.05)
     sys.exit(int(os.environ.get("EVALS_RC", "0")))
 sys.exit(2)
 '''

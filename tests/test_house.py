@@ -9,6 +9,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
 
 from conftest import FAST, driver, driver_env, launches, run_dir_from
 
@@ -63,7 +64,9 @@ def test_resume_takes_exactly_the_fields_marked_resumable():
     parser = _run_parser()["resume"]
     flags = {s for a in parser._actions for s in a.option_strings} - {"-h", "--help"}
     resumable = {n for n, f in _fields(RunConfig) if (f.json_schema_extra or {}).get("resumable")}
-    assert resumable and {resume._FLAGS[n] for n in resumable} == flags
+    # besides them, exactly one flag that is there to be refused with advice: --model
+    assert resume.REFUSED == ("--model",)
+    assert resumable and {resume._FLAGS[n] for n in resumable} == flags - set(resume.REFUSED)
 
 
 # --------------------------------------------------------------------------------------------
@@ -106,9 +109,9 @@ def _imports(path: Path, module: str) -> tuple[set[str], set[str]]:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         names = [n for n in names if n.startswith("driver")]
         every.update(names)
-        if node in tree.body or any(node in getattr(b, "body", []) for b in tree.body
-                                    if isinstance(b, ast.If)):
-            top.update(names)
+        if node in tree.body or any(node in b.body for b in tree.body if isinstance(b, ast.If)
+                                    and ast.unparse(b.test) != "TYPE_CHECKING"):
+            top.update(names)   # (imports for type checking only never run: no circle)
     return every, top
 
 
@@ -158,6 +161,7 @@ def test_the_envside_scripts_import_no_driver_module():
 # --------------------------------------------------------------------------------------------
 # One table of arms
 
+@pytest.mark.extended   # a whole run: CI's extended command keeps the main suite in its budget
 def test_a_fourth_control_arm_is_one_table_entry(tmp_path, monkeypatch):
     """A control that replays the best dataset from the base model, added to the table alone:
     the loop runs it after the others, trains it from base, evaluates it on the whole eval

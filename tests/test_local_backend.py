@@ -78,7 +78,8 @@ def test_without_a_prime_rl_checkout_the_first_line_names_the_embedded_default(t
     env = driver_env(tmp_path)
     env.pop("DRIVER_RL_COMMAND")
     env.pop("PRIME_RL_DIR", None)
-    r = driver(["run", "--max-iters", "1", "--steps-per-run", "1", "--eval-examples", "8",
+    # the dry run: the same start as a run (choice, header, run directory), without the training
+    r = driver(["run", "--dry-run", "--max-iters", "1", "--steps-per-run", "1", "--eval-examples", "8",
                 "--runs-dir", str(runs)], env)
     assert r.returncode == 0, r.stderr[-3000:]
     first = r.stdout.splitlines()[0]

@@ -180,7 +180,8 @@ def test_hostile_model_names_render_as_data_and_reach_the_trainer_verbatim(tmp_p
                        "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"))
     args = [str(seen), *D.iter0_overrides(knobs, tmp_path / "out")]
     tp = training.launch(backend, args, tmp_path / "out", tmp_path / "train.log")
-    training.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05, cap_s=30)
+    training.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05,
+                  limits=training.Limits(30, 30, 30))
     assert json.loads(seen.read_text()) == args
 
 
@@ -307,7 +308,8 @@ def test_poll_sees_completion_and_crashes_before_its_polling_interval(tmp_path, 
     eval_file, stamp = tmp_path / "eval.jsonl", tmp_path / "stamp"
     tp = training.launch(backend, [str(eval_file), str(stamp), str(rows), str(rc)], tmp_path,
                          tmp_path / "train.log")
-    res = training.poll(tp, tmp_path / "train.log", eval_file, 5)   # 5 expected rows
+    res = training.poll(tp, tmp_path / "train.log", eval_file, 5,   # 5 expected rows
+                        limits=training.Limits(60, 60, 60))
     seen = time.time()
     assert res.outcome == outcome and res.returncode == rc
     # a generous bound, documented as such: the poll looks every second, so it answers within
@@ -331,8 +333,9 @@ def test_a_clock_step_while_the_trainer_runs_does_not_make_it_look_dead(tmp_path
         monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 1.0)  # the step
         assert abs(psutil.Process(tp.pid).create_time() - tp.create_time - 1.0) < 0.01
         assert training.is_alive(tp)
-        res = training.poll(tp, tmp_path / "train.log", tmp_path / "eval.jsonl", 5, interval=0.1, cap_s=1)
-        assert res.outcome == "timeout"            # still running, not "failed"
+        res = training.poll(tp, tmp_path / "train.log", tmp_path / "eval.jsonl", 5, interval=0.1,
+                            limits=training.Limits(0.5, 0.5, 0.5))
+        assert res.outcome == "stalled"            # still running (the caller stops it), not "failed"
         # a record from before the start since boot was kept compares create times, and the
         # step fools it; a different start (a recycled pid) is still not our trainer
         assert not training.is_alive(tp.model_copy(update={"started_since_boot": None}))
@@ -425,6 +428,7 @@ def test_a_stand_in_follows_the_named_checkouts_version_and_run_json_records_it(
     assert "dialect: classic, prime-rl 0.5.1.dev209 from git tag" in r.stderr
 
 
+@pytest.mark.extended   # a whole run: CI's extended command keeps the main suite in its budget
 def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):
     import shutil
 
@@ -451,9 +455,10 @@ def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):
     assert it0["source"] == "init-from" and it0["eval_acc"] == prior_acc
     linked = run_dir / "iter_0" / "prime_out" / "weights" / "step_3"
     assert linked.is_symlink() and linked.resolve() == (prior / "prime_out" / "weights" / "step_3").resolve()
-    # iter_0 was not trained again: only iter_1 and runs A, B and C launched
+    # iter_0 was not trained again: only iter_1 (after its probe) and runs A, B and C launched
     outs = [Path(x["output_dir"]).parent.name for x in launches(tmp_path)[before:]]
-    assert outs == ["iter_1", "run_a_best_from_iter0", "run_b_combined_from_base", "run_c_untargeted_from_iter0"]
+    assert outs == ["probe", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
+                    "run_c_untargeted_from_iter0"]
     # iter_1 resumed from the inherited step, from real copies of the trees
     staged = run_dir / "iter_1" / "prime_out" / "checkpoints" / "step_3"
     assert staged.is_dir() and not staged.is_symlink()

@@ -22,7 +22,8 @@ def _groups(rows: list[dict]) -> list[list[float]]:
     return list(by.values())
 
 
-@pytest.mark.parametrize("rate,word", [("1", "all solved: 32"), ("0", "none solved: 32")])
+@pytest.mark.parametrize("rate,word", [("1", "all solved: 32"),
+                                       pytest.param("0", "none solved: 32", marks=pytest.mark.extended)])
 def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries(tmp_path, runs, rate, word):
     env = driver_env(tmp_path, DRIVER_PROBE_COMMAND=PROBE, PROBE_DOUBLE_SOLVE_RATE=rate)
     r = driver(["run", "--max-iters", "2", "--teacher-retries", "2", "--runs-dir", str(runs), *FAST], env)

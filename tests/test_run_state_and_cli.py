@@ -76,7 +76,9 @@ def test_temperature_lr_and_difficulty_filter_reach_every_launched_arms_config(t
                 "run_c": "run_c_untargeted_from_iter0"}
     arms = [f"iter_{i['iter']}" for i in m["iters"]] + [arm_dirs[c["run"]] for c in m["controls"]]
     configs = [Path(l["argv"][l["argv"].index("@") + 1]) for l in launches(tmp)]
-    assert sorted(c.parent.name for c in configs) == sorted(arms)   # one launch per arm
+    probes = [c for c in configs if c.parent.name == "probe"]       # iteration 1's probe launch
+    assert sorted(c.parent.name for c in configs if c not in probes) == sorted(arms)   # one per arm
+    assert probes == [rd / "iter_1" / "probe" / "rl.toml"]
     assert rd / "iter_0" / "base_rl.toml" in configs and rd / "iter_1" / "rl.toml" in configs
     for cfg in configs:
         t = tomllib.loads(cfg.read_text())
@@ -348,8 +350,8 @@ def test_a_missing_hub_env_is_installed_under_its_hub_id(tmp_path, runs):
     env["PATH"] = f"{bindir}{os.pathsep}{env['PATH']}"
     r = driver(["run", "--dataset", "no_such_env", "--hub-id", "someone/no-such-env",
                 "--runs-dir", str(runs), *FAST], env)
-    assert r.returncode == 2 and "prime env install someone/no-such-env" in r.stderr
-    assert calls.read_text().split() == ["env", "install", "someone/no-such-env"]
+    assert r.returncode == 2 and "prime --plain env install someone/no-such-env" in r.stderr
+    assert calls.read_text().split() == ["--plain", "env", "install", "someone/no-such-env"]
 
 
 def test_a_base_config_that_does_not_compose_is_refused_before_anything_starts(tmp_path, runs):

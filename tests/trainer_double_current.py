@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer_double import cached_load, frac
+from trainer_double import cached_load, frac, knob, write_eval_rows
 
 from driver.dialects import current_schema
 
@@ -127,7 +127,7 @@ def rl(cfg: dict) -> int:
     content = sorted(json.dumps([t["prompt"] for t in v], default=str) for v in rows.values())
     skill = 0.3 + 0.25 * frac(content, start, sum(map(len, rows.values())))
     crash = int(os.environ.get("DOUBLE_CRASH_AT_STEP", "0") or 0)
-    hang = int(os.environ.get("DOUBLE_HANG_AT_STEP", "0") or 0)
+    hang = int(knob("DOUBLE_HANG_AT_STEP", "0"))
     pause = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
     interval = int((cfg.get("ckpt") or {}).get("interval") or max_steps)
     filesystem = (cfg.get("weight_broadcast") or {}).get("type") == "filesystem"
@@ -152,7 +152,7 @@ def rl(cfg: dict) -> int:
             cursor += 1
             for k in range(group):
                 episodes.append(episode(task, sources[names.index(name)]["env"]["taskset"]["id"],
-                                        name, "train", step, frac("train", step, j, k) < skill))
+                                        name, "train", step, frac("train", step, j, k) < float(knob("DOUBLE_TRAIN_SKILL", str(skill)))))
         for subset in ("all", "effective"):
             path = R / "rollouts" / f"step_{step}" / "train" / subset / "traces.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -184,18 +184,16 @@ def rl(cfg: dict) -> int:
 def write_eval(path: Path, sources: list[dict], default_n: int, skill: float, step: int) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     limit = int(os.environ.get("DOUBLE_EVAL_ROWS", "0") or 0)
-    written = 0
-    with open(path, "a") as f:
-        for s in sources:
-            n = int(s.get("num_examples", default_n))
-            tasks = tasks_of(s)[: n if n > 0 else None]
-            for t in tasks:
-                if limit and written >= limit:
-                    return written
-                ok = frac("eval", t["key"], json.dumps(s["env"]["taskset"], sort_keys=True)) < skill
-                f.write(json.dumps(episode(t, s["env"]["taskset"]["id"], s["name"], "eval", step, ok)) + "\n")
-                written += 1
-    return written
+    lines: list[str] = []
+    for s in sources:
+        n = int(s.get("num_examples", default_n))
+        for t in tasks_of(s)[: n if n > 0 else None]:
+            if limit and len(lines) >= limit:
+                break
+            ok = frac("eval", t["key"], json.dumps(s["env"]["taskset"], sort_keys=True)) < skill
+            lines.append(json.dumps(episode(t, s["env"]["taskset"]["id"], s["name"], "eval", step, ok)) + "\n")
+    write_eval_rows(path, lines, mode="a")
+    return len(lines)
 
 
 def evals(cfg: dict) -> int:

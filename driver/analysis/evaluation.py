@@ -11,6 +11,7 @@ from pathlib import Path
 
 from driver.errors import DriverError
 from driver.run.files import iter_jsonl
+from rl_contract import rows as row_contract
 from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"
@@ -31,7 +32,7 @@ def population_of(metrics: dict) -> str | None:
 
 def _numeric_view(row: dict) -> dict:
     metrics = row.get("metrics") or {}
-    return {
+    return {   # numbers and labels only: a prompt, completion, answer or info never leaves here
         "example_id": row.get("example_id"),
         "env_name": row.get("env_name"),   # the config's own label for the eval env
         "reward": float(row.get("reward", 0.0) or 0.0),
@@ -40,10 +41,14 @@ def _numeric_view(row: dict) -> dict:
     }
 
 
-def aggregate(eval_file: Path, selection_env: str | None = None, view=None) -> dict:
-    """The eval split's numbers; rows labelled `selection_env` (the hub's selection split, when
-    the config evaluates one) are summarized apart under "selection". `view` cuts one parsed
-    line to its numbers (the dialect's, for rows that are not classic rollout rows)."""
+def aggregate(eval_file: Path, selection_env: str | None = None, view=None, *,
+              selection_expected: bool = False, unique_ids: bool = False) -> dict:
+    """The eval split's numbers; rows of the hub's selection split (labelled by the env name
+    `selection_env` or by the selection metric, rl_contract.rows) are summarized apart under
+    "selection". `view` cuts one parsed line to its numbers (the dialect's, for rows that are
+    not classic rollout rows). Rows that break the row contract (no example id, a selection
+    split the configs asked for but no row labelled as its, ids repeating within a split of one
+    rollout per example) stop here rather than mix splits or pair the wrong examples."""
     view = view or _numeric_view
     path = Path(eval_file)
     if not path.exists():
@@ -54,12 +59,24 @@ def aggregate(eval_file: Path, selection_env: str | None = None, view=None) -> d
         if not isinstance(row, dict):
             raise DriverError(f"eval file {path} line {n} is not JSON (partial write?). "
                               "`driver resume` retrains this arm.")
-        views.append(view(row))
-    report = [v for v in views if selection_env is None or v["env_name"] != selection_env]
+        v = view(row)
+        chosen = (selection_env is not None and v.get("env_name") == selection_env) or \
+            v["metrics"].get(row_contract.SELECTION_METRIC, 0.0) >= 0.5
+        v["split"] = "selection" if chosen else "eval"
+        views.append(v)
+    broken = row_contract.problems(views, selection_expected=selection_expected,
+                                   unique_ids=unique_ids)
+    if broken:
+        raise DriverError(f"eval file {path} breaks the row contract (rl_contract/rows.py): "
+                          + "; ".join(broken) + ". The trainer wrote rows the driver cannot "
+                          "measure safely; check the eval configs (iter_0's eval_overlay.toml or "
+                          "the arm's rl.toml) and the trainer's version, then `driver resume` "
+                          "re-evaluates this arm.")
+    report = [v for v in views if v["split"] == "eval"]
     if not report:
         raise DriverError(f"eval file {path} is empty. `driver resume` retrains this arm.")
     summary = _summarize(report)
-    chosen = [v for v in views if selection_env is not None and v["env_name"] == selection_env]
+    chosen = [v for v in views if v["split"] == "selection"]
     if chosen:
         sel = _summarize(chosen)
         summary["selection"] = {k: sel[k] for k in ("eval_acc", "n_eval", "correct_by_example")}

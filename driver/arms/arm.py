@@ -19,6 +19,9 @@ class Arm:
     package: str | None = None   # generated env package name
     dataset: Path | None = None  # rows for the generated env
     full_eval: bool = False      # a control: evaluated on the hub's whole eval split
+    # the generated env's name in configs: its package name without the run's tag, so a seed
+    # gives the same draws in every run directory
+    source_name: str | None = None
 
     @property
     def out(self) -> Path:
@@ -36,6 +39,38 @@ def train_knobs(ctx: Ctx, arm: Arm) -> Knobs:
     """The knobs an arm trains with: the run's, with the teacher's hparams.json beside its rows
     (gated with the dataset; a control replaying the best iteration carries it) applied."""
     return ctx.knobs.model_copy(update=hparams.knob_overrides(hparams.load(arm.dir)))
+
+
+# What an arm's own config sets, so a canonical config's value for it never applies to an arm:
+# its length and checkpoints, its train and eval data, its run and output names, its model.
+ARM_OWNED = ("max_steps", "output_dir", "ckpt", "resume", "run", "wandb", "monitors",
+             "orchestrator.train.env", "orchestrator.train.source", "orchestrator.eval",
+             "model.name")
+
+
+def shared_settings(canonical: dict) -> dict:
+    """A canonical config's settings that every arm trains with (the optimizer and the rest of
+    [trainer], [inference], the orchestrator's sampling, buffer, batch, ...): all of it but
+    what an arm sets itself (ARM_OWNED)."""
+    import copy
+
+    shared = copy.deepcopy(canonical)
+    for dotted in ARM_OWNED:
+        *head, last = dotted.split(".")
+        node = shared
+        for k in head:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict):
+            node.pop(last, None)
+    return shared
+
+
+def config_files(ctx: Ctx, own: Path) -> list[Path]:
+    """An arm's launch files: the canonical config's shared settings first (when the run has a
+    canonical config; composed by prime-rl's own rules, the arm's file winning where it sets a
+    key), then the arm's own config. Without one, every arm is rendered from the same knobs."""
+    shared = ctx.rd.path / "canonical_shared.toml"
+    return [shared, own] if shared.exists() else [own]
 
 
 def eval_knobs(ctx: Ctx, arm: Arm) -> Knobs:

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from driver import faults
 from driver.analysis import evaluation
-from driver.arms.arm import Arm
+from driver.arms.arm import Arm, eval_knobs
 from driver.arms.train import retire_failed, set_aside
 from driver.backends import process as training
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.run.files import atomic_write_json, read_json
+
+
+def eval_config(ctx: Ctx, arm: Arm) -> dict:
+    """The eval configuration the arm was measured with, as its config rendered it: the same
+    completion limit and sampling for every arm (a teacher's hparams.json never reaches an
+    eval); iterations on --eval-examples of each split, controls on all of it."""
+    knobs = eval_knobs(ctx, arm)
+    return {"max_completion_tokens": knobs.max_completion_tokens,
+            "examples": {b.get("name") or "eval": b["num_examples"]
+                         for b in ctx.dialect.eval_env_blocks(ctx.hub, knobs)}}
 
 
 def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) -> dict:
@@ -20,9 +30,13 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         summary = read_json(summary_path)
     else:
         try:
+            # the driver renders one rollout per eval example, and a selection split where
+            # the hub env has one: the row contract is checked against both
             summary = evaluation.aggregate(ctx.dialect.eval_file(arm.out, final),
                                            selection_env=ctx.dialect.selection_env,
-                                           view=ctx.dialect.eval_view)
+                                           view=ctx.dialect.eval_view,
+                                           selection_expected=bool(ctx.hub.get("selection")),
+                                           unique_ids=True)
         except DriverError:
             # a missing or torn eval file cannot be repaired by reading it again: retire this
             # attempt (kept beside the next) so that resuming trains the arm afresh, or, where
@@ -39,6 +53,8 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         summary["checkpoint"] = str(ctx.dialect.checkpoint_trees(arm.out, final)[1].relative_to(ctx.rd.path))
         summary["final_step"] = final
         summary["rows"] = rows
+        summary["eval_config"] = eval_config(ctx, arm)
+        summary.update(_billed(ctx, arm))
         summary.update(extra or {})
         faults.point("evaluate:before-summary")
         atomic_write_json(summary_path, summary)
@@ -84,9 +100,26 @@ def _train_reward(ctx: Ctx, arm: Arm) -> dict:
     return out
 
 
+def _billed(ctx: Ctx, arm: Arm) -> dict:
+    """Where the backend bills its launches (hosted): what the arm's runs cost, failed attempts
+    included, and the Hub id its generated env was published under."""
+    from driver.backends import arm_cost
+
+    out: dict = {}
+    cost = arm_cost(ctx.rd.path, arm.dir.name)
+    if cost is not None:
+        out["cost_usd"] = cost
+    marker = arm.dir / "env_installed.json"
+    hub = read_json(marker).get("hub") if marker.exists() else None
+    if isinstance(hub, dict) and hub.get("ref"):
+        out["env_hub_ref"] = hub["ref"]
+    return out
+
+
 def metrics_entry(summary: dict, **extra) -> dict:
     keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
-            "checkpoint", "rows", "final_step", "train_diagnose")
+            "checkpoint", "rows", "final_step", "train_diagnose", "eval_config", "cost_usd",
+            "env_hub_ref")
     entry = {k: summary.get(k) for k in keep if k in summary}
     if summary.get("selection"):
         entry["selection_acc"] = summary["selection"]["eval_acc"]

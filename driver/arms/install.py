@@ -1,9 +1,11 @@
 """An arm's generated environment: written, cleaned up, installed, and its rows counted in a
-fresh process of the training interpreter."""
+fresh process of the training interpreter; and, where the backend's trainer loads envs from a
+registry (hosted), published there before the arm trains."""
 from __future__ import annotations
 
 from driver import faults
 from driver.arms.arm import Arm
+from driver.backends import EnvPublisher
 from driver.backends import process as training
 from driver.context import Ctx
 from driver.envs import hub as envs
@@ -19,11 +21,26 @@ def install_env(ctx: Ctx, arm: Arm) -> dict:
         done = read_json(marker)
         if done.get("dataset_sha256") == sha and envs.count_rows(
                 ctx.trainer.python, arm.package, envs.kind_of(ctx.hub)) == expected:
-            return done
+            return publish(ctx, arm, done)
     pkg_dir = envs.write_package(arm.dir, arm.package, ctx.hub, arm.dataset)
     faults.point("install:package-written")
     result = envs.install_generated(ctx.trainer.python, pkg_dir, expected, envs.kind_of(ctx.hub))
     result["dataset_sha256"] = sha
     atomic_write_json(marker, result)
     ctx.say(f"[{arm.name}] installed {arm.package}: {result['rows']} rows")
-    return result
+    return publish(ctx, arm, result)
+
+
+def publish(ctx: Ctx, arm: Arm, installed: dict) -> dict:
+    """Publish the installed package where the backend's trainer loads envs from (a private,
+    versioned Hub env for hosted training), once per content: its id goes into
+    env_installed.json (and from there into the hosted configs and metrics.json)."""
+    if not isinstance(ctx.trainer, EnvPublisher):
+        return installed
+    pkg_dir = arm.dir / arm.package
+    hub = ctx.trainer.publish_env(pkg_dir)
+    if installed.get("hub") != hub:
+        installed = {**installed, "hub": hub}
+        atomic_write_json(arm.dir / "env_installed.json", installed)
+        ctx.say(f"[{arm.name}] pushed {arm.package} to the Environments Hub as {hub['ref']} (private)")
+    return installed

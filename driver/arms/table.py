@@ -102,11 +102,13 @@ def iteration(ctx: Ctx, n: int) -> Arm:
     d = ctx.iter_dir(n)
     return Arm(f"iter_{n}", d, resume_step=ctx.state.iter_0_step,
                package=envs.package_name(ctx.state.dataset, f"iter_{n}", ctx.state.env_tag),
-               dataset=d / "dataset.jsonl")
+               dataset=d / "dataset.jsonl",
+               source_name=envs.package_name(ctx.state.dataset, f"iter_{n}"))
 
 
 def control_arm(ctx: Ctx, spec: ControlArm) -> Arm:
     d = ctx.rd.path / spec.directory
     return Arm(spec.name, d, resume_step=ctx.state.iter_0_step if spec.start == "anchor" else None,
                package=envs.package_name(ctx.state.dataset, spec.name, ctx.state.env_tag),
-               dataset=d / "dataset.jsonl", full_eval=True)
+               dataset=d / "dataset.jsonl", full_eval=True,
+               source_name=envs.package_name(ctx.state.dataset, spec.name))

@@ -6,13 +6,14 @@ never launched twice.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from driver import faults
-from driver.arms.arm import Arm, eval_knobs, expected_eval_rows
+from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows
 from driver.backends import process as training
 from driver.backends.base import Command
 from driver.context import Ctx
@@ -20,6 +21,7 @@ from driver.envs import hub as envs
 from driver.errors import DriverError
 from driver.arms import progress
 from driver.run.files import atomic_write_json, atomic_write_text
+from driver.run.model import Knobs
 from driver.run.rundir import now
 from rl_contract import composition
 
@@ -139,7 +141,7 @@ def trained(ctx: Ctx, arm: Arm) -> bool:
     if not ctx.dialect.separate_final_eval:
         return True
     final = arm.final_step(ctx.state.steps_per_run)
-    return (training.exit_status(arm.dir / "final_eval.log") == 0 and
+    return (ctx.trainer.runner().exit_status(arm.dir / "final_eval.log") == 0 and
             training.count_lines(ctx.dialect.eval_file(arm.out, final)) >= expected_eval_rows(ctx, arm))
 
 
@@ -180,29 +182,26 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
 
 def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path, log: Path,
                      eval_file: Path, expected: int, start: int, final: int,
-                     what: str) -> training.PollResult:
+                     what: str, point: str = "train") -> training.PollResult:
     """Launch (once, with prepare()'s arguments) or re-attach, then poll until the process ends:
     done needs exit status 0 and `expected` rows in eval_file."""
     st = ctx.state
+    runner = ctx.trainer.runner()
     steps = {"start_step": start, "final_step": final}
-    tp = st.trainer if (st.trainer and st.trainer.output_dir == str(out)) else None
-    if tp is not None and not training.is_alive(tp):
-        tp = None
+    tp = runner.find(st.trainer, out)
     if tp is None:
-        tp = training.find_orphan(out)
-    if tp is None:
-        if training.exit_status(log) == 0 and training.count_lines(eval_file) >= expected:
+        if runner.exit_status(log) == 0 and training.count_lines(eval_file) >= expected:
             return training.PollResult("done", 0, training.count_lines(eval_file))
         args = prepare()
-        faults.point("train:before-launch")
-        tp = training.launch(command, args, out, log).model_copy(update=steps)
+        faults.point(f"{point}:before-launch")
+        tp = runner.launch(command, args, out, log).model_copy(update=steps)
         ctx.trainer_running(tp)
-        ctx.say(f"[{label}] {what} launched (pid {tp.pid}); log: {log}")
-        faults.point("train:after-launch")
+        ctx.say(f"[{label}] {what} launched ({tp.handle}); log: {log}")
+        faults.point(f"{point}:after-launch")
     else:
         tp = tp.model_copy(update=steps)   # an orphan found by its command line has no steps
         ctx.trainer_running(tp)
-        ctx.say(f"[{label}] re-attached to running {what} (pid {tp.pid}); not relaunching")
+        ctx.say(f"[{label}] re-attached to running {what} ({tp.handle}); not relaunching")
 
     last_shown = [0.0]
     tty = sys.stderr.isatty()
@@ -224,21 +223,18 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
                   file=sys.stderr, flush=True)
 
     rollouts = ctx.dialect.rollouts_dir(out)
-    res = training.poll(tp, log, eval_file, expected, interval=ctx.poll_interval,
-                        cap_s=ctx.poll_cap_s, on_tick=tick,
-                        progress=lambda: len(ctx.dialect.steps(rollouts)),
-                        stall_s=st.stall_timeout_s)
+    limits = training.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s)
+    res = runner.poll(tp, log, eval_file, expected, limits=limits, steps=final - start,
+                      progress=lambda: sum(1 for s in ctx.dialect.steps(rollouts) if s > start),
+                      interval=ctx.poll_interval, on_tick=tick)
     if tty and not ctx.quiet:
         print(file=sys.stderr)
-    if res.outcome == "stalled":
-        # a hung trainer is ours to stop (it is never relaunched while alive); resume retrains
-        training.stop(tp)
+    if res.outcome in ("stalled", "timeout"):
+        # a silent or overlong trainer is ours to stop, and is gone before anything else is
+        # launched (it is never relaunched while alive, nor left running); resume retrains
+        runner.stop(tp)
         res = training.PollResult("failed", None, res.eval_rows,
-                                  f"{res.detail}; the {what} (pid {tp.pid}) was stopped")
-    if res.outcome == "timeout":
-        raise DriverError(f"[{label}] {res.detail}; the {what} (pid {tp.pid if tp else '?'}) "
-                          "was left running and will not be relaunched. Check it, then "
-                          f"`driver resume {ctx.rd.path}` re-attaches to it.")
+                                  f"{res.detail}; the {what} ({tp.handle}) was stopped")
     return res
 
 
@@ -253,3 +249,49 @@ def _raise_failed(ctx: Ctx, label: str, noun: str, res: training.PollResult, log
 def retire_failed(arm: Arm) -> None:
     for p in (arm.out, arm.log, training.rc_path(arm.log)):
         set_aside(p)
+
+
+def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> list[dict]:
+    """The gradient probe as one step of the backend's own trainer: from the arm's start
+    (iter_0's checkpoint), on the arm's generated env, `prompts` x group-size rollouts, no eval.
+    That step's train rollouts were sampled by the anchor student: they are the probe's. Its
+    weight update is thrown away with its output (only the rows are kept), so it costs a
+    trainer start-up and one step (about 5% of a 100-step arm on a GPU node)."""
+    d = arm.dir / "probe"
+    probe = Arm(f"{arm.name} probe", d, resume_step=arm.resume_step, package=arm.package,
+                dataset=arm.dataset)
+    start = arm.resume_step or 0
+    rows_path = d / "train_rollouts.jsonl"
+    if not rows_path.exists():
+        one_step = knobs.model_copy(update={"batch_size": prompts * knobs.rollouts_per_example,
+                                            "steps_per_run": 1})
+        cfg = d / "rl.toml"
+        text = ctx.dialect.render_run(
+            arm=probe.name, purpose="gradient probe: one step from iter_0 on the generated env",
+            hub=ctx.hub, knobs=one_step, eval_knobs=None,
+            train_envs=ctx.dialect.train_sources(probe.package or "", None, arm.source_name),
+            resume_step=probe.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
+        ctx.dialect.check_rendered(text, expect_resume=probe.resume_step)
+        if not cfg.exists() or cfg.read_text() != text:
+            atomic_write_text(cfg, text)
+
+        def prepare() -> list[str]:
+            if probe.log.exists():
+                retire_failed(probe)
+            if probe.resume_step is not None and not ctx.dialect.forks_checkpoints:
+                prestage(ctx, probe)
+            args = [x for p in config_files(ctx, cfg) for x in ("@", str(p))]
+            args += ["--output-dir", str(probe.out)]
+            preflight(ctx, probe, args)
+            return args + ctx.trainer.seed_args(ctx.state.seed)
+
+        res = _launch_and_wait(ctx, probe.name, ctx.trainer.trainer(), prepare, probe.out, probe.log,
+                               probe.out / "no-eval", 0, start, start + 1, "probe", point="probe")
+        if res.outcome != "done" or not ctx.dialect.train_file(probe.out, start + 1).exists():
+            _raise_failed(ctx, probe.name, "gradient probe", res, probe.log,
+                          "runs the probe again")
+        rows = list(ctx.dialect.train_rows(probe.out, start + 1))
+        atomic_write_text(rows_path, "".join(json.dumps(r) + "\n" for r in rows))
+        ctx.trainer_done()
+        shutil.rmtree(probe.out)   # a throwaway update: checkpoints of a step nobody trains on
+    return [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]

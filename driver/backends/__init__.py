@@ -7,18 +7,40 @@ the same names, and a test holds the two equal).
 from __future__ import annotations
 
 import os
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-from driver.backends import local, prime_rl
-from driver.backends.base import Backend, Command, Probe
+from driver.backends import hosted, local, prime_rl
+from driver.backends.base import Backend, Command, EnvPublisher, Preflight, Probe
 from driver.errors import UsageError
 
-__all__ = ["BACKENDS", "Backend", "Command", "Probe", "choose", "resolve"]
+if TYPE_CHECKING:
+    from driver.run.model import RunState
+
+__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "Probe", "arm_cost", "choose",
+           "preflight", "resolve", "spent_usd"]
 
 BACKENDS: dict[str, Callable[[str | None], Backend]] = {
     "prime_rl": prime_rl.build,
     "local": local.build,
+    "hosted": hosted.build,
 }
+
+
+def preflight(backend: Backend, state: "RunState") -> str | None:
+    """The backend's own checks on the run's settings, before the run directory exists (a
+    UsageError refuses); a line for the run header, or None."""
+    return backend.preflight(state) if isinstance(backend, Preflight) else None
+
+
+def spent_usd(run_dir: Path) -> float:
+    """What the run's launches have cost so far (its cost ledger; 0 where nothing is billed)."""
+    return hosted.spent_usd(run_dir)
+
+
+def arm_cost(run_dir: Path, arm: str) -> float | None:
+    """What one arm's launches cost (failed attempts included), or None where none is billed."""
+    return hosted.arm_cost(run_dir, arm)
 
 
 def resolve(name: str, prime_rl_dir: str | None = None) -> Backend:

@@ -7,8 +7,14 @@ runs one (driver/backends/process.py).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from driver.backends.process import Limits, PollResult
+    from driver.run.model import RunState, TrainerProcess
 
 
 @dataclass(frozen=True)
@@ -20,12 +26,16 @@ class Command:
 
 @dataclass(frozen=True)
 class Probe:
-    """The pre-training gradient probe (embedded_trainer.probe's contract: --model --env-id
-    --prompts --k --max-tokens --temperature --seed --min-live --output). `in_worker`: it is the
-    embedded probe module, run forked from the warm interpreter (driver/envs/worker.py) rather
-    than as a process of its own."""
-    command: tuple[str, ...]
-    in_worker: bool = False
+    """How the pre-training gradient probe samples the anchor student on a dataset's rows.
+    kind "launch": a one-step launch of the backend's own trainer from iter_0's checkpoint on
+    the generated env (no eval), whose train rollouts are the probe's (any trainer that speaks
+    the `rl` contract can probe); "worker": `command` is `python -m MODULE` of the embedded
+    probe (embedded_trainer.probe's contract: --model --env-id --prompts --k --max-tokens
+    --temperature --seed --min-live --output), forked from the warm interpreter
+    (driver/envs/worker.py); "command": `command` (DRIVER_PROBE_COMMAND) with that contract, as
+    a process of its own."""
+    kind: Literal["launch", "worker", "command"]
+    command: tuple[str, ...] = ()
     cwd: str | None = None
 
 
@@ -39,6 +49,37 @@ class ProcessIdentity(Protocol):
     @property
     def started_since_boot(self) -> float | None:
         """Its start as seconds since boot (None in records written before it was kept)."""
+        ...
+
+
+class Runner(Protocol):
+    """Runs one launch of an arm (its training run, or its final-weights eval) and reports on
+    it: launched once, found again after the driver died, polled on file and status signals
+    (never a log read for a phrase), stopped when it must be. driver/backends/process.py is the
+    local-process runner."""
+
+    def find(self, recorded: TrainerProcess | None, out: Path) -> TrainerProcess | None:
+        """The live launch writing to `out`: the one run.json recorded, or one launched but
+        never recorded (the driver died in between); None when none is running."""
+        ...
+
+    def launch(self, command: Command, args: list[str], out: Path, log: Path) -> TrainerProcess:
+        """Start `command` with `args`, detached from the driver; its record for run.json."""
+        ...
+
+    def exit_status(self, log: Path) -> int | None:
+        """How the last launch logging to `log` ended (0: success), or None if unknown."""
+        ...
+
+    def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
+             limits: Limits, steps: int, progress: Callable[[], int], interval: float,
+             on_tick: Callable[[int], None] | None) -> PollResult:
+        """Wait until the launch ends ("done" / "failed") or overruns its limits ("stalled" /
+        "timeout", still running)."""
+        ...
+
+    def stop(self, tp: TrainerProcess) -> None:
+        """Stop the launch and return once nothing of it runs."""
         ...
 
 
@@ -75,6 +116,10 @@ class Backend(Protocol):
         CMD --tokenizer MODEL @ evals.toml --output-dir DIR), or None."""
         ...
 
+    def runner(self) -> Runner:
+        """How this backend's launches are started, found again, polled and stopped."""
+        ...
+
     def probe(self) -> Probe | None:
         """The gradient probe, or None where the backend cannot sample the anchor student."""
         ...
@@ -86,4 +131,29 @@ class Backend(Protocol):
 
     def describe(self) -> str:
         """One line for the run header: the command and where it runs."""
+        ...
+
+
+# Optional capabilities: a backend has them or not (isinstance), so the seam above stays what
+# every backend honours.
+
+@runtime_checkable
+class Preflight(Protocol):
+    """A backend with checks of its own on the run's settings, made before the run directory
+    exists (driver run): a hosted backend's model must be one the platform trains."""
+
+    def preflight(self, state: RunState) -> str | None:
+        """Refuse (UsageError) what the backend cannot run; else a line for the run header
+        (e.g. the cost estimate), or None."""
+        ...
+
+
+@runtime_checkable
+class EnvPublisher(Protocol):
+    """A backend whose trainer loads environments from a registry rather than from this
+    machine: every generated env is published before the arm that trains on it."""
+
+    def publish_env(self, pkg_dir: Path) -> dict:
+        """Publish the package at `pkg_dir` (idempotent across a resume); what was published
+        (its registry id and version), recorded with the arm's installed env."""
         ...

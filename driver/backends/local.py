@@ -8,6 +8,7 @@ import sys
 from dataclasses import dataclass
 
 from driver.backends.base import Command, Probe
+from driver.backends.process import ProcessRunner
 from driver.backends.prime_rl import probe_override
 from driver.errors import UsageError
 
@@ -30,6 +31,9 @@ class Local:
     def final_evaluator(self) -> Command | None:
         return None   # the classic run evaluates its own final weights
 
+    def runner(self) -> ProcessRunner:
+        return ProcessRunner()
+
     def probe(self) -> Probe | None:
         return self.probe_command
 
@@ -49,5 +53,5 @@ def build(prime_rl_dir: str | None = None) -> Local:
             f"--backend local needs {', '.join(missing)} in {sys.executable}. Install the "
             "embedded extra with a CPU torch pinned: pip install 'synthetic-self-improve-rl"
             "[embedded]' (torch==2.13.0).")
-    probe = probe_override() or Probe((sys.executable, "-m", PROBE_MODULE), in_worker=True)
+    probe = probe_override() or Probe("worker", (sys.executable, "-m", PROBE_MODULE))
     return Local(sys.executable, probe)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from driver.backends.base import Command, Probe
+from driver.backends.process import ProcessRunner
 from driver.dialects import VERSION_VAR
 from driver.errors import UsageError
 
@@ -32,7 +33,7 @@ def checkout_dir(given: str | None) -> Path | None:
 
 def probe_override(cwd: str | None = None) -> Probe | None:
     cmd = os.environ.get(PROBE_COMMAND_VAR)
-    return Probe(tuple(shlex.split(cmd)), cwd=cwd) if cmd else None
+    return Probe("command", tuple(shlex.split(cmd)), cwd=cwd) if cmd else None
 
 
 @dataclass(frozen=True)
@@ -54,10 +55,14 @@ class PrimeRL:
     def final_evaluator(self) -> Command | None:
         return self.evaluator
 
+    def runner(self) -> ProcessRunner:
+        return ProcessRunner()
+
     def probe(self) -> Probe | None:
-        # prime-rl samples through its vLLM server, which only runs inside `rl`: no probe unless
-        # DRIVER_PROBE_COMMAND names one (e.g. embedded_trainer.probe in an env with torch)
-        return self.probe_command
+        # prime-rl samples through its vLLM server, which runs inside `rl`: the probe is a
+        # one-step `rl` launch from iter_0's checkpoint, unless DRIVER_PROBE_COMMAND names
+        # another sampler
+        return self.probe_command or Probe("launch")
 
     def seed_args(self, seed: int) -> list[str]:
         return []

@@ -20,7 +20,20 @@ from driver.backends.base import Command, ProcessIdentity
 from driver.run.model import TrainerProcess
 from driver.run.rundir import now
 
-DEFAULT_POLL_CAP_S = 2 * 60 * 60
+@dataclass(frozen=True)
+class Limits:
+    """How long an arm may show no sign of work, by where it is (the run model's
+    --startup-timeout, --stall-timeout and --eval-timeout): a healthy prime-rl arm is silent for
+    long stretches at known places (vLLM and the trainer starting; a final eval that writes its
+    file once, at the end), and only there."""
+    startup_s: float   # launch -> its first new train step
+    stall_s: float     # between two new train steps
+    eval_s: float      # after the last step (or from launch, for an eval-only launch) -> done
+
+    def cap_s(self, steps: int) -> float:
+        """The longest a healthy launch of `steps` new steps can take under these limits: the
+        poll's hard cap, which a working arm never meets."""
+        return self.startup_s + steps * self.stall_s + self.eval_s
 
 # "$@" keeps every argument a separate word: nothing is interpolated into shell text.
 _WRAPPER = 'rc_file="$1"; log_file="$2"; shift 2; "$@" >"$log_file" 2>&1; echo $? >"$rc_file"'
@@ -119,25 +132,29 @@ def exit_status(log: Path) -> int | None:
 
 
 def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
-         interval: float = 1.0, cap_s: float = DEFAULT_POLL_CAP_S,
-         on_tick: Callable[[int], None] | None = None, progress: Callable[[], object] | None = None,
-         stall_s: float | None = None) -> PollResult:
-    """Wait until the trainer has exited (status file written) or the cap is reached.
+         limits: Limits, steps: int = 0, progress: Callable[[], int] | None = None,
+         interval: float = 1.0, on_tick: Callable[[int], None] | None = None) -> PollResult:
+    """Wait until the trainer has exited (status file written), it shows no sign of work for
+    longer than its limits allow where it is ("stalled"), or the cap is reached ("timeout").
 
     Done means exit status 0 and a complete eval file. The eval file filling up first is not
     enough on its own: the trainer may still be writing checkpoints after its final eval.
-    `progress()` returns anything that changes while the trainer works (the train steps on
-    disk, the eval rows); unchanged for `stall_s`, the trainer is reported as stalled.
+    `progress()` counts the launch's new train steps on disk (of `steps`); a new step or a new
+    eval row is a sign of work. A stalled or timed-out trainer is still running: the caller
+    stops it (`stop`) before anything else is launched.
     """
     start = time.monotonic()
-    last_progress, last_change = None, start
+    last_progress: tuple[int, int] | None = None
+    last_change = start
+    cap = limits.cap_s(steps)
     while True:
         if tp is not None:
             reap(tp)
         rows = count_lines(eval_file)
         # liveness before the status file: a trainer that exits in between is still seen
-        alive = tp is not None and is_alive(tp)
         rc = exit_status(log)
+        # the wrapper gone without a status while its trainer runs on: still running
+        alive = tp is not None and (is_alive(tp) or (rc is None and bool(group_members(tp))))
         if rc is not None or not alive:
             if rc == 0 and rows >= expected_rows:
                 return PollResult("done", rc, rows)
@@ -149,28 +166,52 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
                 return PollResult("failed", None, rows, "trainer vanished without an exit status")
             return PollResult("failed", rc, rows, f"trainer exited with status {rc}")
         t = time.monotonic()
-        if progress is not None:
-            p = (progress(), rows)
-            if p != last_progress:
-                last_progress, last_change = p, t
-            elif stall_s is not None and t - last_change >= stall_s:
-                return PollResult("stalled", None, rows,
-                                  f"no new train step or eval row for {stall_s:.0f}s")
-        if t - start >= cap_s:
-            return PollResult("timeout", None, rows, f"no completion after {cap_s:.0f}s")
+        done = progress() if progress is not None else 0
+        if (done, rows) != last_progress:
+            last_progress, last_change = (done, rows), t
+        silent = t - last_change
+        if steps and done == 0 and rows == 0 and silent >= limits.startup_s:
+            return PollResult("stalled", None, rows, f"no train step within {limits.startup_s:.0f}s "
+                              "of launch (--startup-timeout)")
+        if 0 < done < steps and silent >= limits.stall_s:
+            return PollResult("stalled", None, rows, f"no new train step or eval row for "
+                              f"{limits.stall_s:.0f}s (--stall-timeout)")
+        if done >= steps and silent >= (limits.eval_s if steps else limits.startup_s + limits.eval_s):
+            return PollResult("stalled", None, rows, f"the final eval wrote {rows}/{expected_rows} rows "
+                              f"and no new one for {silent:.0f}s after the last step (--eval-timeout)")
+        if t - start >= cap:
+            return PollResult("timeout", None, rows, f"no completion after {cap:.0f}s, the longest "
+                              "a working arm takes under its limits")
         if on_tick:
             on_tick(rows)
         time.sleep(interval)
 
 
+def group_members(tp: ProcessIdentity) -> list[psutil.Process]:
+    """The live processes of the group (session) we launched `tp` as the leader of, started no
+    earlier than it: the trainer under its wrapper, and anything the trainer started (vLLM,
+    torchrun). The wrapper may be gone while its trainer still runs."""
+    members = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == tp.pid and p.info["status"] != psutil.STATUS_ZOMBIE \
+                    and process_start(p)[0] >= tp.create_time - 1.0:
+                members.append(p)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue
+    return members
+
+
 def stop(tp: ProcessIdentity, grace_s: float = 10.0) -> None:
-    """Stop a process we launched in its own session (a trainer: wrapper and trainer; a
-    generator), TERM then KILL. `tp` needs only `pid` and `create_time`."""
+    """Stop a process group we launched in its own session (a trainer: wrapper, trainer and
+    its children; a generator), TERM then KILL, and return only once every member is gone: a
+    trainer that ignores TERM, or outlives its wrapper, is never left holding the GPUs while
+    the next arm starts. `tp` needs only `pid` and `create_time`."""
     import signal
 
-    if not is_alive(tp):
+    if not is_alive(tp) and not group_members(tp):
         return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
         try:
             os.killpg(tp.pid, sig)
         except ProcessLookupError:
@@ -178,9 +219,11 @@ def stop(tp: ProcessIdentity, grace_s: float = 10.0) -> None:
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             reap(tp)
-            if not is_alive(tp):
+            if not is_alive(tp) and not group_members(tp):
                 return
             time.sleep(0.1)
+    raise OSError(f"process group {tp.pid} survived SIGKILL for 30 s; stop it by hand "
+                  f"(kill -9 -- -{tp.pid}) before resuming")
 
 
 def log_tail(log: Path, n: int = 20) -> str:
@@ -188,3 +231,33 @@ def log_tail(log: Path, n: int = 20) -> str:
         return "\n".join(Path(log).read_text(errors="replace").splitlines()[-n:])
     except FileNotFoundError:
         return "(no log)"
+
+
+class ProcessRunner:
+    """Launches as local processes in their own session (prime-rl's `uv run rl`, the embedded
+    trainer, a stand-in): the functions above, as a Runner."""
+
+    def find(self, recorded: TrainerProcess | None, out: Path) -> TrainerProcess | None:
+        if recorded is not None and recorded.output_dir == str(out):
+            if is_alive(recorded):
+                return recorded
+            if group_members(recorded):
+                # its wrapper is gone, so no exit status will come: stop what is left of it
+                # rather than launch beside it
+                stop(recorded)
+        return find_orphan(out)
+
+    def launch(self, command: Command, args: list[str], out: Path, log: Path) -> TrainerProcess:
+        return launch(command, args, out, log)
+
+    def exit_status(self, log: Path) -> int | None:
+        return exit_status(log)
+
+    def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
+             limits: Limits, steps: int, progress: Callable[[], int], interval: float,
+             on_tick: Callable[[int], None] | None) -> PollResult:
+        return poll(tp, log, eval_file, expected_rows, limits=limits, steps=steps,
+                    progress=progress, interval=interval, on_tick=on_tick)
+
+    def stop(self, tp: TrainerProcess) -> None:
+        stop(tp)

@@ -1,14 +1,30 @@
-"""`driver resume RUN_DIR`: continue a run where it stopped (optionally with another teacher)."""
+"""`driver resume RUN_DIR`: continue a run where it stopped (optionally with another teacher, a
+larger budget or a higher iteration cap).
+
+--budget and --max-iters change the loop's limits. The budget is wall-clock time since the run
+started (the teacher's time and any time the run was stopped included), so a new budget must be
+more than the time already gone, and a new --max-iters more than the iterations done (iter_0
+included). A run whose loop ended on a limit the new values lift is re-opened: nothing is
+discarded; the run goes back to the gate, the control directories (measured against the old best
+iteration) are renamed `<dir>.before-K` and their metrics.json entries dropped (each directory
+keeps its eval_summary.json), their recorded failures move into run.json's limit_changes record,
+and the controls and finalize run again at the loop's new end.
+"""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 
-from driver.commands.flags import EXIT_CODES, add_model_flags, given_values
+from driver.commands.flags import EXIT_CODES, add_model_flags, duration, given_values
 from driver.run.model import RunConfig
 
 NAME = "resume"
 _FLAGS: dict[str, str] = {}
+LIMITS = ("budget_seconds", "max_iters")
+# flags a user may reach for that no resume can honour: each is refused, naming what works
+REFUSED = ("--model",)
 
 
 def add(sub) -> None:
@@ -16,10 +32,17 @@ def add(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        description="Continue a run at the phase it stopped in. The flags below "
                                    "change the run's settings from here on (the new teacher "
-                                   "takes over from the next brief it has to write).")
+                                   "takes over from the next brief it has to write). --budget "
+                                   "counts from the run's start, the teacher's time and any time "
+                                   "away included; a larger --budget or --max-iters re-opens a "
+                                   "loop that ended on it (the controls then run again at the "
+                                   "new end, the old ones kept as <dir>.before-K).")
     s.add_argument("run_dir")
     _FLAGS.update(add_model_flags(s, RunConfig, resumable_only=True))
     _FLAGS["llm"] = "--llm-model"
+    s.add_argument("--model", dest="refused_model", metavar="MODEL",
+                   help="refused: a run's student is fixed (every arm starts from iter_0's "
+                        "checkpoint of it); start a new run with `driver run --model MODEL`")
 
 
 def main(a) -> int:
@@ -34,10 +57,20 @@ def main(a) -> int:
 
     rd = RunDir(a.run_dir)
     rd.load()  # a bad run.json or metrics.json is reported before anything else happens
+    if getattr(a, "refused_model", None) is not None:
+        raise UsageError(model_refusal(rd, rd.load(), a.refused_model))
     rd.load_metrics()
     changes = given_values(a, RunConfig)
+    limits = {k: changes.pop(k) for k in LIMITS if k in changes}
     with RunLock(rd.path):
         state = rd.load()  # re-read under the lock
+        reopen = False
+        if limits:   # refused before anything changes
+            try:
+                RunState.model_validate({**state.model_dump(), **limits})
+            except ValidationError as e:
+                raise UsageError(validation_message(e, _FLAGS)) from None
+            reopen = reopens(rd, state, limits, time.time())
         teacher = changes.get("teacher", state.teacher)
         if changes and (teacher != state.teacher or teacher == "llm"):
             update = {"teacher": teacher}
@@ -53,6 +86,133 @@ def main(a) -> int:
             print(f"teacher: {state.teacher} -> {new.teacher}", file=sys.stderr, flush=True)
             state = new
             rd.save(state)
+        ctx = Ctx.open(rd, state)
+        if limits:
+            extend(ctx, limits, reopen)
         print(f"resuming {rd.path} at phase {state.phase} (iteration {state.iteration})",
               file=sys.stderr, flush=True)
-        return loop.run(Ctx.open(rd, state))
+        return loop.run(ctx)
+
+
+def model_refusal(rd, state, model: str) -> str:
+    """Why `driver resume RUN --model MODEL` is refused, and the commands that work."""
+    if model == state.model:
+        return (f"{rd.path}'s student already is {model}; `driver resume {rd.path}` (without "
+                "--model) continues the run.")
+    backend = f" --backend {state.backend}" if state.backend else ""
+    return (f"`driver resume` cannot change the student: a run's student is fixed ({rd.path} "
+            f"trains {state.model}; iter_0 is trained from it, and every iteration and control "
+            f"starts from iter_0's checkpoint), and --model is the one setting a resume cannot "
+            f"honour. Start a new run with the student you want: `driver run --dataset "
+            f"{state.dataset}{backend} --model {model}` (add your other flags). `--init-from "
+            f"{rd.path}` reuses this run's iter_0 only for a run of the same model "
+            f"({state.model}), so it does not apply to {model}.")
+
+
+def _span(seconds: float) -> str:
+    s = int(seconds)
+    return (f"{s // 3600}h {s % 3600 // 60:02d}m" if s >= 3600
+            else f"{s // 60}m {s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def _round_up(seconds: float) -> float:
+    """Whole minutes under an hour, whole hours from there: a budget a person would type."""
+    unit = 3600 if seconds >= 3600 else 60
+    return math.ceil(seconds / unit) * unit
+
+
+def iterations_done(state) -> int:
+    """Iterations finished, iter_0 included: at the gate, and once the loop has ended, the
+    current one is finished too."""
+    return state.iteration + (1 if state.loop_end is not None or state.phase == "gate" else 0)
+
+
+def reopens(rd, state, limits: dict, now: float) -> bool:
+    """Whether the new limits re-open a loop that ended on one (True), or change an open loop's
+    (False). Refuses (UsageError, naming the command that works) a budget not larger than the
+    time gone, a max_iters not larger than the iterations done, and a re-opening that another
+    limit would close again at once."""
+    from driver.errors import UsageError
+
+    elapsed = now - state.start_ts
+    budget = limits.get("budget_seconds", state.budget_seconds)
+    max_iters = limits.get("max_iters", state.max_iters)
+    done = iterations_done(state)
+    enough_budget = _round_up(elapsed + state.budget_seconds)
+    counts = ("the budget counts wall-clock time from the run's start, the teacher's time and "
+              "any time the run was stopped included")
+    if "budget_seconds" in limits and budget <= elapsed:
+        raise UsageError(
+            f"--budget {duration(budget)} is not more than the {_span(elapsed)} this run has "
+            f"been going ({counts}), so the loop would end at its next gate. For about another "
+            f"{duration(state.budget_seconds)} of loop: `driver resume {rd.path} --budget "
+            f"{duration(enough_budget)}`.")
+    if "max_iters" in limits and max_iters <= done:
+        raise UsageError(
+            f"--max-iters {max_iters} is not more than the {done} iteration(s) this run has done "
+            f"(iter_0 included). For one more: `driver resume {rd.path} --max-iters {done + 1}`.")
+    if state.loop_end is None:
+        return False     # the loop is open: its gate reads the new limits
+    if state.loop_end not in ("budget_exhausted", "max_iters_reached"):
+        raise UsageError(
+            f"the loop ended on {state.loop_end} (--max-cost), which --budget and --max-iters do "
+            f"not lift. Start a new run on this run's iter_0: `driver run --init-from {rd.path} "
+            "--max-cost …`.")
+    if state.trainer is not None:
+        raise UsageError(
+            f"a control's trainer ({state.trainer.handle}) is recorded as running in phase "
+            f"{state.phase}; the loop is re-opened only between arms. `driver resume {rd.path}` "
+            "to let it finish (or stop it), then extend.")
+    works = (f"`driver resume {rd.path} --budget "
+             f"{duration(budget if budget > elapsed else enough_budget)} --max-iters "
+             f"{max_iters if max_iters > done else done + 1}`")
+    if budget <= elapsed:
+        raise UsageError(
+            f"the loop ended on {state.loop_end}, and its budget of {duration(budget)} is spent "
+            f"too ({_span(elapsed)} since the start; {counts}): raise both. {works}.")
+    if max_iters <= done:
+        raise UsageError(
+            f"the loop ended on {state.loop_end}, and --max-iters {max_iters} admits no iteration "
+            f"after the {done} done (iter_0 included): raise both. {works}.")
+    if state.max_cost_usd is not None:
+        from driver.backends import spent_usd
+
+        spent = spent_usd(rd.path)
+        if spent >= state.max_cost_usd:
+            raise UsageError(
+                f"the run has spent ${spent:.2f} of its --max-cost ${state.max_cost_usd:.2f}, so "
+                f"the loop would end again at once. Start a new run on this run's iter_0: "
+                f"`driver run --init-from {rd.path}`.")
+    return True
+
+
+def extend(ctx, limits: dict, reopen: bool) -> None:
+    """Apply new limits. Re-opening sets the controls aside first (renamed `<dir>.before-K`,
+    their metrics.json entries dropped), then saves run.json: a driver killed in between leaves
+    the run as it was, and the same command finishes the job."""
+    from driver.arms import table
+    from driver.run.files import atomic_write_json
+
+    set_aside: list[str] = []
+    if reopen:
+        dirs = [ctx.rd.path / c.directory for c in table.CONTROLS]
+        k = 1
+        while any(d.with_name(f"{d.name}.before-{k}").exists() for d in dirs):
+            k += 1
+        for d in dirs:
+            if d.exists():
+                d.rename(d.with_name(f"{d.name}.before-{k}"))
+                set_aside.append(f"{d.name}.before-{k}")
+        m = ctx.rd.load_metrics()
+        if m["controls"]:   # each set-aside directory keeps its eval_summary.json
+            m["controls"] = []
+            atomic_write_json(ctx.rd.metrics_json, m)
+    old = {k: getattr(ctx.state, k) for k in limits}
+    ctx.limits_changed(limits, reopen, set_aside)
+    for k, v in limits.items():
+        shown = [duration(x) if k == "budget_seconds" else str(x) for x in (old[k], v)]
+        ctx.say(f"[resume] {_FLAGS.get(k, k)}: {shown[0]} -> {shown[1]}")
+    if reopen:
+        ctx.say("[resume] the loop is open again at the gate"
+                + (f"; the old controls were set aside: {', '.join(set_aside)}" if set_aside else "")
+                + "; the controls and finalize run again at the loop's new end")

@@ -2,7 +2,8 @@
 
 Everything `driver resume` cannot fix is refused here, before the run directory exists: a bad
 flag, an unknown backend or a missing trainer, a base config prime-rl would reject, an
---init-from directory that lacks what iter_0 is reused from.
+--init-from directory that lacks what iter_0 is reused from (or whose iter_0 is of another
+dialect, hub env or model), a built-in student the embedded trainer cannot build for the env.
 """
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def main(a) -> int:
     except ValidationError as e:
         raise UsageError(validation_message(e, _FLAGS)) from None
     backend = backends.resolve(state.backend, state.prime_rl_dir)  # refuse before creating anything
+    backend_note = backends.preflight(backend, state)   # e.g. a hosted model the platform trains
     _check_init_from(state, backend.dialect)
+    _check_student(state, backend)   # resume cannot change --model: a student it cannot build
     if not state.base_config:
         from driver.backends.prime_rl import canonical_config
 
@@ -84,6 +87,8 @@ def main(a) -> int:
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
+        if backend_note:
+            print(backend_note, file=sys.stderr, flush=True)
         ctx = Ctx.open(rd, state)
         if a.dry_run:
             from driver.phases import dry_run
@@ -111,7 +116,7 @@ def _check_init_from(state, dialect: str) -> None:
 
     from driver import dialects
     from driver.errors import UsageError
-    from driver.phases.setup import init_from_problems
+    from driver.phases.setup import init_from_source
 
     if not state.init_from:
         return
@@ -121,10 +126,81 @@ def _check_init_from(state, dialect: str) -> None:
         raise UsageError(f"--init-from reads a classic run's layout (weights/, run_default/); this "
                          f"trainer writes the {dialect} layout, so a prior run cannot be reused "
                          "there yet. Start without --init-from.")
-    _, missing = init_from_problems(dialects.get(dialect), Path(state.init_from))
-    if missing:   # before anything is created: iter_0 would be reused without these
-        raise UsageError(f"--init-from {state.init_from} is missing: " + ", ".join(missing[:6])
-                         + (f" (and {len(missing) - 6} more)" if len(missing) > 6 else ""))
+    # before anything is created: a driver run (or its iter_0) or a prime-rl output, whose
+    # iter_0 is finished, of this dialect, hub env and model, with every file a resume reads
+    init_from_source(state, dialects.get(dialect))
+
+
+def _check_student(state, backend) -> None:
+    """--backend local with the built-in student (`builtin:...`): refuse, before anything is
+    created, a recipe the embedded trainer cannot build for this env: no built one cached or
+    shipped, and no corpus to warm-start it from (the stream's `warm_start_corpus` in the env's
+    package, or train rows with `info.reference_completion`). One job in the training
+    interpreter (driver/envside/student.py) reads the facts; an env that does not load is left
+    to introspection, which reports it."""
+    if backend.name != "local" or not state.model.startswith("builtin:"):
+        return
+    from driver.envs import envside
+    from driver.errors import UsageError
+
+    try:
+        got = envside.call(backend.python, envside.STUDENT_CHECK, envside.StudentRequest(
+            env_id=state.dataset, env_args=state.env_args, model=state.model))
+    except envside.EnvsideError as e:
+        print(f"note: could not check that {state.model} can be built for {state.dataset} "
+              f"({e}); iter_0 will tell", file=sys.stderr, flush=True)
+        return
+    why = student_refusal(got, state.model, state.dataset)
+    if why:
+        raise UsageError(why + "\n" + student_routes(got, state.dataset))
+
+
+def student_refusal(got, model: str, dataset: str) -> str | None:
+    """Why the embedded trainer cannot build `model` for `dataset` (a StudentCheck's facts), or
+    None when it can (or when only introspection can tell: an env that does not load)."""
+    head = f"--model {model} cannot be built for {dataset}: "
+    if not got.recipe:
+        return head + (f"the embedded trainer's only built-in student is {got.known} (with "
+                       "optional ?settings); any other model is a model directory on disk.")
+    if got.problem:
+        return head + got.problem + "."
+    if got.cached:
+        return None
+    if not got.init_found:
+        return head + (f"init={got.init} names no built student (neither the cache nor the "
+                       "shipped prebuilt ones hold it); build that recipe first, or drop init=.")
+    if got.corpus == "stream" and got.module_found and not got.warm_start_corpus:
+        also = ("; its train rows carry no reference completions either, so corpus=train cannot "
+                "build it" if got.reference_completions == 0 else "")
+        return head + (f"the built-in student warm-starts by SFT on a stream of fresh rows "
+                       f"(corpus=stream), which it asks the env's package for, and "
+                       f"{got.module} has no warm_start_corpus(count, seed, **options){also}.")
+    if got.corpus == "train" and got.reference_completions == 0:
+        return head + (f"the built-in student warm-starts by SFT on reference completions "
+                       f"(corpus=train), and none of the {got.train_rows} train rows of "
+                       f"{dataset} carries one (info.reference_completion).")
+    return None
+
+
+def student_routes(got, dataset: str) -> str:
+    """The commands that work instead, for a refused built-in student."""
+    run = f"driver run --dataset {dataset}"
+    routes = [f"  - a Hugging Face model directory on disk (the embedded trainer loads local "
+              f"directories only; download it first): {run} --backend local --model PATH",
+              f"  - prime-rl on your own GPUs: {run} --backend prime_rl --prime-rl-dir DIR "
+              "(student Qwen/Qwen3-0.6B unless --model)",
+              f"  - Prime Intellect's Hosted Training, no GPU here (the env as a verifiers v1 "
+              f"taskset on the Environments Hub): {run} --backend hosted --hub-id OWNER/NAME"]
+    if got.corpus == "stream" and got.reference_completions:
+        routes.insert(0, f"  - the built-in student warm-started on the {got.reference_completions} "
+                         f"train rows that carry a reference completion: {run} --backend local "
+                         f"--model '{got.known}?corpus=train'")
+    if got.recipe and not got.problem and got.init_found:   # the cause is the warm-start corpus
+        routes.append(f"  - or give {got.module or dataset}'s package a warm_start_corpus(count, "
+                      "seed, **options) returning rows with info.reference_completion (or its "
+                      "train rows an info.reference_completion), then run again")
+    return ("The student is fixed for a run (`driver resume` cannot change --model), so nothing "
+            "was created. What works instead:\n" + "\n".join(routes))
 
 
 def _check_base_config(path, dialect: str) -> None:

@@ -18,7 +18,8 @@ def add(sub) -> None:
                        + "\n\n" + EXIT_CODES,
                        description="Every line of the gate, True or False; a False line names "
                                    "the field it read, every failing bucket and up to five row "
-                                   "line numbers. Inside a run directory (or with --env) the "
+                                   "line numbers. With an aux_rewards.py beside DATASET its lines are "
+                                   "added (it is run on every row). Inside a run directory (or with --env) the "
                                    "hub env's rubric scores each row's info.reasoning and the "
                                    "eval split's fingerprints are compared.",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -45,6 +46,7 @@ def main(a) -> int:
             raise UsageError(f"{f} does not exist")
     fingerprints = scored = None
     run_dir = Path(a.dataset).resolve().parent.parent
+    python = sys.executable
     try:
         if a.env:
             fingerprints = decontam.eval_fingerprints(sys.executable, a.env)
@@ -56,8 +58,13 @@ def main(a) -> int:
             scored = accuracy.score_hub_rows(python, hub, Path(a.dataset))   # classic or taskset
     except RuntimeError as e:
         raise UsageError(str(e)) from None
-    report = gate.check(Path(a.dataset), weakness_gate.load(a.weakness), [Path(p) for p in a.prior],
-                        fingerprints, scored)
+    weakness = weakness_gate.load(a.weakness)
+    report = gate.check(Path(a.dataset), weakness, [Path(p) for p in a.prior], fingerprints, scored)
+    aux = Path(a.dataset).resolve().parent / "aux_rewards.py"
+    if aux.exists():   # the same lines the dataset phase adds: static, then run on every row
+        from driver.gates import aux_rewards
+
+        report.lines += aux_rewards.check_with_rows(python, aux, weakness, Path(a.dataset)).lines
     print(json.dumps(report.to_json(), indent=2) if a.json else report.render())
     return 0 if report.passed else 1
 

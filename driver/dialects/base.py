@@ -53,9 +53,11 @@ class Dialect(Protocol):
     # ---- configs -------------------------------------------------------------------------------
     def train_env_block(self, env_id: str, args: dict | None = None,
                         name: str | None = None) -> dict: ...
-    def train_sources(self, package: str, hub_block: dict | None) -> list[dict]:
+    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None) -> list[dict]:
         """An arm's train envs: the generated env alone, or with the hub's own train block
-        beside it (half the draws each) when `hub_block` is given."""
+        beside it (half the draws each) when `hub_block` is given. `name`: the generated env's
+        name in the config, the same in every run (the package carries a per-run tag, and a
+        trainer may key its seeded draws on the name)."""
         ...
     def hub_train_block(self, hub: dict) -> dict:
         """The hub env's train block, as iter_0 trains on it when no canonical config is given."""
@@ -64,11 +66,12 @@ class Dialect(Protocol):
     def eval_env_blocks(self, hub: dict, knobs: Knobs) -> list[dict]: ...
     def render_base(self, hub: dict, knobs: Knobs) -> str: ...
     def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str: ...
-    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs,
-                   train_envs: list[dict], resume_step: int | None,
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs,
+                   eval_knobs: Knobs | None, train_envs: list[dict], resume_step: int | None,
                    resume_from: Path | None = None) -> str:
         """An arm's config: trains with `knobs`, evaluates with `eval_knobs` (one eval
-        configuration for every arm, whatever a teacher's hparams change in training)."""
+        configuration for every arm, whatever a teacher's hparams change in training; None:
+        no eval, as the gradient probe's one-step launch)."""
         ...
     def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str: ...
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]: ...
@@ -96,6 +99,16 @@ def resume_step_value(value: Any, where: str) -> int:
     if type(value) is not int or value < 1:
         raise UsageError(f"{where} must be a positive integer, got {value!r}")
     return value
+
+
+def shared_overrides(knobs: Knobs) -> list[str]:
+    """iter_0's flags for the knobs every arm's own config sets (sequence length, sampling,
+    learning rate): a canonical config's values for them are overridden in iter_0 as in every
+    later arm, so all arms train under one configuration."""
+    out = ["--seq-len", str(knobs.seq_len),
+           "--orchestrator.train.sampling.max-completion-tokens", str(knobs.max_completion_tokens),
+           "--orchestrator.train.sampling.temperature", str(knobs.temperature)]
+    return out + (["--trainer.optim.lr", str(knobs.lr)] if knobs.lr is not None else [])
 
 
 def wandb_project(hub: dict) -> str:

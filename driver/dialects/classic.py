@@ -10,7 +10,7 @@ from pathlib import Path
 
 from driver import resources
 from driver.dialects import classic_schema
-from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
+from driver.dialects.base import parse_rendered, resume_step_value, shared_overrides, wandb_project
 from driver.errors import UsageError
 from driver.run.model import Knobs, batch_problem
 from rl_contract.classic import ClassicLayout
@@ -64,8 +64,8 @@ class ClassicDialect(ClassicLayout):
         selection split under the name SELECTION_ENV (what the best iteration is chosen on)."""
         blocks = [self.eval_env_block(hub, knobs)]
         sel = hub.get("selection")
-        if sel:
-            blocks.append({"id": hub["env_id"], "name": SELECTION_ENV,
+        if sel:   # through the env that labels its rows, where the run installed one
+            blocks.append({"id": sel.get("env_id") or hub["env_id"], "name": SELECTION_ENV,
                            "num_examples": min(knobs.eval_examples, sel["size"]),
                            "rollouts_per_example": 1, "args": sel["args"]})
         return blocks
@@ -78,7 +78,7 @@ class ClassicDialect(ClassicLayout):
         return str(resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
             max_steps=knobs.steps_per_run, e=knobs, eval_envs=self.eval_env_blocks(hub, knobs)))
 
-    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs,
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs | None,
                    train_envs: list[dict], resume_step: int | None,
                    resume_from: Path | None = None) -> str:
         """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
@@ -90,7 +90,8 @@ class ClassicDialect(ClassicLayout):
         return str(resources.jinja().get_template("classic/rl.toml.j2").render(
             arm=arm, purpose=purpose, max_steps=max_steps, wandb_project=wandb_project(hub),
             ckpt_interval=knobs.steps_per_run, resume_step=resume_step, k=knobs, e=eval_knobs,
-            train_envs=train_envs, eval_envs=self.eval_env_blocks(hub, eval_knobs)))
+            train_envs=train_envs,
+            eval_envs=self.eval_env_blocks(hub, eval_knobs) if eval_knobs is not None else []))
 
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("env", []) or [])
@@ -98,10 +99,9 @@ class ClassicDialect(ClassicLayout):
     def hub_train_block(self, hub: dict) -> dict:
         return self.train_env_block(hub["env_id"], hub.get("env_args"))
 
-    def train_sources(self, package: str, hub_block: dict | None) -> list[dict]:
-        if hub_block is None:
-            return [self.train_env_block(package)]
-        return [hub_block, self.train_env_block(package, name=package)]
+    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None) -> list[dict]:
+        gen = self.train_env_block(package, name=name or (package if hub_block else None))
+        return [gen] if hub_block is None else [hub_block, gen]
 
     def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str:
         raise UsageError("the classic generation evaluates its final weights in the run itself")
@@ -113,7 +113,7 @@ class ClassicDialect(ClassicLayout):
         return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
                 "--orchestrator.batch-size", str(knobs.batch_size),
                 "--orchestrator.rollouts-per-example", str(knobs.rollouts_per_example),
-                "--output-dir", str(output_dir)]
+                "--output-dir", str(output_dir), *shared_overrides(knobs)]
 
     def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
         """Parse a rendered config back and refuse what would waste a launch."""

@@ -20,7 +20,7 @@ from pathlib import Path
 import tomli_w
 
 from driver.dialects import current_schema
-from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
+from driver.dialects.base import parse_rendered, resume_step_value, shared_overrides, wandb_project
 from driver.dialects.classic import SELECTION_ENV, check_batch
 from driver.errors import UsageError
 from driver.run.model import Knobs
@@ -83,14 +83,14 @@ class CurrentDialect(CurrentLayout):
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("source", []) or [])
 
-    def train_sources(self, package: str, hub_block: dict | None) -> list[dict]:
+    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None) -> list[dict]:
         """An arm's train sources. An arm that forks iter_0 has one source, which keeps iter_0's
         name; an arm that also trains on the hub taskset (from base) has both, half the task
         draws each."""
         if hub_block is None:
             return [self.train_env_block(package)]
         return [{**hub_block, "name": HUB_SOURCE, "ratio": 0.5},
-                self.train_env_block(package, name=package, ratio=0.5)]
+                self.train_env_block(package, name=name or package, ratio=0.5)]
 
     def check_final_eval(self, text: str) -> dict:
         cfg = tomllib.loads(text)
@@ -133,7 +133,7 @@ class CurrentDialect(CurrentLayout):
                 + tomli_w.dumps({"ckpt": {"interval": knobs.steps_per_run},
                                  "weight_broadcast": {"type": "filesystem"}}))
 
-    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs,
+    def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs | None,
                    train_envs: list[dict], resume_step: int | None,
                    resume_from: Path | None = None) -> str:
         """An iteration / control-run config. max_steps is absolute: F + steps_per_run when
@@ -164,7 +164,7 @@ class CurrentDialect(CurrentLayout):
         return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
                 "--orchestrator.batch-size", str(knobs.batch_size),
                 "--orchestrator.group-size", str(knobs.rollouts_per_example),
-                "--output-dir", str(output_dir), "--run.name", RUN_NAME]
+                "--output-dir", str(output_dir), "--run.name", RUN_NAME, *shared_overrides(knobs)]
 
     # ---- checks ------------------------------------------------------------------------------
     def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:

@@ -14,6 +14,7 @@ taskset.py for v1 tasksets) and whether it needs the verifiers v1 worker.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +60,16 @@ class ScoreRequest(EnvRequest):
     system_prompt: str = ""     # a taskset's (a classic env scores with its own)
 
 
+class StudentRequest(EnvRequest):
+    model: str                  # the run's --model: a built-in recipe (builtin:tiny-char-qwen2?...)
+
+
+class AuxRequest(_Model):
+    aux_file: str               # the teacher's aux_rewards.py, loaded by path
+    dataset: str                # the generated rows (JSONL)
+    call_timeout: float = 5.0   # seconds per call of one function on one row
+
+
 # --------------------------------------------------------------------------------------------
 # Responses
 
@@ -87,6 +98,8 @@ class HubInfo(_Model):
     split_field: str | None = None    # the taskset's split config field
     train_args: dict[str, Any] | None = None
     eval_args: dict[str, Any] | None = None
+    # a classic env: the class a generated env is built on, and why ({"class", "module", "why"})
+    generated_env_class: dict[str, str | None] | None = None
 
     def as_dict(self) -> dict:
         """The fields the job set (a classic env's has no taskset fields)."""
@@ -119,6 +132,39 @@ class ScoredRow(_Model):
 class Scored(_Model):
     ceiling: float                    # the full reward: the sum of the positive weights
     rows: list[ScoredRow]
+
+
+class AuxFault(_Model):
+    name: str                         # the aux function
+    kind: str                         # value (not a number in [0, 1]), error, timeout, missing
+    detail: str                       # the first offending value's repr, or the exception's text
+    count: int                        # rows with this fault
+    lines: list[int]                  # up to five of their line numbers
+
+
+class AuxChecked(_Model):
+    rows: int                         # rows the functions were called on
+    functions: list[str]
+    load_error: str | None            # aux_rewards.py did not load: why
+    faults: list[AuxFault]
+
+
+class StudentCheck(_Model):
+    """Can the embedded trainer build its built-in student for this env (envside/student.py)?
+    The facts; the driver draws the verdict (commands/run.py)."""
+    recipe: bool                      # the model names the built-in recipe
+    known: str                        # the recipe's name
+    problem: str | None               # a recipe setting the trainer refuses
+    corpus: str | None                # stream or train
+    cached: str | None                # a built student for this env, when one exists
+    init: str | None                  # init=: the student the build starts from
+    init_found: bool
+    module: str | None                # the env's package, asked for warm_start_corpus
+    module_found: bool | None
+    warm_start_corpus: bool | None
+    train_rows: int | None            # (read for corpus=train, or a stream without a corpus)
+    reference_completions: int | None  # train rows with an info.reference_completion
+    load_error: str | None            # the env did not load to count them: why
 
 
 class ErrorInfo(_Model):
@@ -161,6 +207,10 @@ def _jobs(module: str, v1: bool) -> Jobs:
 
 
 JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("taskset", v1=True)}
+# the teacher's auxiliary rewards on the generated rows (standard library only: any env kind)
+AUX_CHECK = Action("aux.check_rows", AuxRequest, AuxChecked, v1=False, timeout=600)
+# can the embedded trainer build its built-in student for the hub env (before a run exists)
+STUDENT_CHECK = Action("student.recipe", StudentRequest, StudentCheck, v1=False, timeout=600)
 
 
 # --------------------------------------------------------------------------------------------
@@ -178,6 +228,38 @@ class EnvsideError(RuntimeError):
         """The traceback's last lines (they end with the exception), else the message."""
         text = self.error.traceback.strip() or str(self)
         return "\n".join(text.splitlines()[-lines:])
+
+    def first_error(self, prefer: str | None = None) -> str:
+        """The exception the job raised first: the root of its chain (verifiers' loader wraps
+        what a load_environment raised in a RuntimeError), as 'TYPE: MESSAGE (File "F", line
+        N)', F and N where it was raised; with `prefer` (a path fragment), also the innermost
+        frame in a file whose path holds it (in the first exception of the chain that has one),
+        when that is another. Read from the traceback; the job's own type and message where
+        there is none."""
+        blocks = _CHAINED.split(self.error.traceback)
+        block = blocks[0]
+        frames = list(_FRAME.finditer(block))
+        if not frames:
+            return str(self)
+        last = frames[-1]
+        after = block[last.end():].splitlines()[1:]
+        start = next((i for i, line in enumerate(after) if line and not line[0].isspace()), None)
+        what = ("\n".join(after[start:]).strip() if start is not None else str(self))[:1500]
+        where = f'File "{last["file"]}", line {last["line"]}'
+        mine: list[re.Match[str]] = []
+        for b in blocks if prefer else []:
+            mine = [f for f in _FRAME.finditer(b) if prefer in f["file"]]
+            if mine:
+                break
+        if mine and (mine[-1]["file"], mine[-1]["line"]) != (last["file"], last["line"]):
+            where += f'; from File "{mine[-1]["file"]}", line {mine[-1]["line"]}'
+        return f"{what} ({where})"
+
+
+# a traceback's chained exceptions (the first printed is the first raised) and its frames
+_CHAINED = re.compile(r"\n(?:The above exception was the direct cause of the following exception:|"
+                      r"During handling of the above exception, another exception occurred:)\n")
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 
 
 def call(python: str, action: Action[Req, Resp], request: Req, timeout: float | None = None) -> Resp:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
-import sys
+import sysconfig
 from pathlib import Path
 
 from driver import faults, resources
@@ -55,24 +57,77 @@ def missing_envs(python: str, env_ids: list[str]) -> list[str]:
 
 def ensure_installed(python: str, env_id: str, hub_id: str | None = None) -> None:
     """An installed module is used directly; a built-in is installed from the bundled copy;
-    otherwise `prime env install HUB_ID` (the run's --hub-id, else the env id) when the prime
-    CLI is there; else a clear error."""
+    otherwise `prime env install HUB_ID` (the run's --hub-id, else the env id) into `python`'s
+    virtual environment when the prime CLI is there; else a clear error. An install counts
+    only when `python` then imports the module."""
     mod = module_name(env_id)
     if is_importable(python, mod):
         return
     if mod in BUILTIN_ENVS:
         install_package(python, resources.environments_dir() / mod)
+        if not is_importable(python, mod):
+            raise DriverError(f"installing the built-in env {mod} into {python} left it unimportable there")
         return
-    prime = shutil.which("prime")
-    if prime:
-        r = subprocess.run([prime, "env", "install", hub_id or env_id], capture_output=True, text=True,
-                           check=False)
-        if r.returncode == 0 and is_importable(python, mod):
+    if shutil.which("prime"):
+        why = prime_install(python, hub_id or env_id, mod)
+        if not why:
             return
+        raise DriverError(f"hub env not found: '{env_id}' is not installed for {python} and could "
+                          f"not be installed: {why}", exit_code=2)
     raise DriverError(
         f"hub env not found: '{env_id}' is not installed for {python} and could not be "
-        f"installed. Install it (`prime env install {hub_id or env_id}`, or `pip install` its "
+        f"installed (the prime CLI is not on PATH). Install it (`prime env install "
+        f"{hub_id or env_id}` with VIRTUAL_ENV set to that interpreter's venv, or `pip install` its "
         "package into that interpreter) and resume.", exit_code=2)
+
+
+def venv_of(python: str) -> Path:
+    """The virtual environment `python` runs in: the directory two levels above its bin/python
+    (the path as given, not the binary a venv's python links to), which holds pyvenv.cfg."""
+    exe = Path(python if os.sep in python else (shutil.which(python) or python))
+    venv = Path(os.path.abspath(exe)).parent.parent
+    if not (venv / "pyvenv.cfg").is_file():
+        raise DriverError(
+            f"the training interpreter {python} is not in a virtual environment ({venv} has no "
+            "pyvenv.cfg), and `prime env install` installs only into one ($UV_PROJECT_ENVIRONMENT or "
+            "$VIRTUAL_ENV). Train with a venv's interpreter (`python -m venv DIR`, then "
+            "DIR/bin/python), or take the prime CLI off PATH so the driver installs into "
+            f"{python} itself, and resume.", exit_code=2)
+    return venv
+
+
+PRIME_TIMEOUT = 1800.0   # seconds: a hub install resolves and downloads
+
+
+def prime_install(python: str, target: str, module: str, path: Path | None = None) -> str | None:
+    """`prime env install TARGET [-p PATH]` into `python`'s virtual environment; None when
+    `python` then imports `module`, else why not (the interpreter, the command, the tail of its
+    output). prime 0.18 has no --python: it installs into $UV_PROJECT_ENVIRONMENT, else
+    $VIRTUAL_ENV, else the nearest project .venv, else its own interpreter, so both variables
+    name that venv and it runs beside it; and it exits 0 when the install fails, so only the
+    import in `python` is believed."""
+    try:
+        venv = venv_of(python)
+    except DriverError as e:
+        return str(e)
+    cmd = [shutil.which("prime") or "prime", "--plain", "env", "install", target]
+    if path is not None:
+        cmd += ["-p", str(Path(path).resolve())]
+    env = {**os.environ, "UV_PROJECT_ENVIRONMENT": str(venv), "VIRTUAL_ENV": str(venv),
+           "PRIME_DISABLE_VERSION_CHECK": "1"}
+    shown = f"`{shlex.join(cmd)}` (in {venv.parent}, VIRTUAL_ENV={venv})"
+    try:
+        r = subprocess.run(cmd, cwd=venv.parent, env=env, capture_output=True, text=True,
+                           timeout=PRIME_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"{shown} for {python} did not finish: {type(e).__name__}: {e}"
+    if r.returncode == 0 and is_importable(python, module):
+        return None
+    out = "\n".join(((r.stdout or "") + (r.stderr or "")).strip().splitlines()[-15:]) or "no output"
+    result = (f"it exited {r.returncode}" if r.returncode else
+              f"it exited 0, but {python} cannot import {module}")
+    return (f"{shown} did not install {module} for {python}: {result}. Its output ends:\n{out}\n"
+            f"Run it by hand to see all of it; resume once {python} imports {module}.")
 
 
 def introspect(python: str, env_id: str, env_args: dict | None = None, kind: str = CLASSIC) -> dict:
@@ -137,6 +192,22 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     return pkg_root
 
 
+def write_selection_package(dest: Path, name: str, hub: dict) -> Path:
+    """A classic env package that is the hub env on its selection split, with a zero-weight
+    metric marking its rows (templates/classic/selection_env.py.j2 says why)."""
+    from rl_contract.rows import SELECTION_METRIC
+
+    pkg_root = dest / name
+    (pkg_root / name).mkdir(parents=True, exist_ok=True)
+    render = resources.jinja()
+    (pkg_root / "pyproject.toml").write_text(
+        render.get_template("classic/env_pyproject.toml.j2").render(name=name))
+    (pkg_root / name / "__init__.py").write_text(render.get_template("classic/selection_env.py.j2").render(
+        name=name, hub_env_id=hub["env_id"], selection_args=hub["selection"]["args"],
+        metric=SELECTION_METRIC))
+    return pkg_root
+
+
 _SCHEMES: dict[str, dict] = {}
 
 
@@ -155,15 +226,24 @@ def purelib(python: str) -> Path:
     return Path(install_scheme(python)["purelib"])
 
 
+def _is_driver_target(python: str) -> bool:
+    """Whether `python` installs where the driver's own interpreter does (its purelib: two
+    venvs' pythons link to one binary, so the binary says nothing)."""
+    return purelib(python).resolve() == Path(sysconfig.get_paths()["purelib"]).resolve()
+
+
+def _copies(name: str) -> list[str]:
+    """The site-packages entries that are copies of generated package `name`."""
+    return [f"{name}.py", name, f"{name}-*.dist-info", f"_{name}.pth", f"__editable__*{name}*"]
+
+
 def cleanup(python: str, name: str) -> list[str]:
     """Remove every installed copy of `name` from site-packages: its module, its metadata, an
     editable install's path file, and any stale root-level copy of its data or module. Returns
     what was removed."""
     sp = purelib(python)
     removed = []
-    patterns = ["dataset.jsonl", f"{name}.py", name, f"{name}-*.dist-info", f"_{name}.pth",
-                f"__editable__*{name}*"]
-    for pattern in patterns:
+    for pattern in ["dataset.jsonl", *_copies(name)]:
         for p in sp.glob(pattern):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
@@ -173,20 +253,45 @@ def cleanup(python: str, name: str) -> list[str]:
     return removed
 
 
+_WHERE = ("import importlib.util, sys\n"
+          "s = importlib.util.find_spec(sys.argv[1])\n"
+          "print('\\n'.join(list(s.submodule_search_locations or []) or [s.origin or '']) if s else '')")
+
+
+def stale_copies(python: str, name: str) -> list[str]:
+    """Copies of `name` that `python` may load instead of the installed package: entries of its
+    site-packages named after `name` that the installed distribution's RECORD does not own, and
+    the place `python` finds `name` when that is not the installed package's directory (a copy
+    earlier on sys.path). Empty when the one copy is the installed one."""
+    sp = purelib(python)
+    owned: set[str] = set()
+    for dist in sp.glob(f"{name}-*.dist-info"):
+        record = dist / "RECORD"
+        if record.is_file():
+            owned |= {line.split(",", 1)[0].split("/", 1)[0] for line in record.read_text().splitlines() if line}
+    stale = [str(p) for pattern in _copies(name) for p in sp.glob(pattern) if p.name not in owned]
+    r = subprocess.run([python, "-c", _WHERE, name], capture_output=True, text=True, timeout=60, check=False)
+    installed = (sp / name).resolve()
+    for where in filter(None, map(str.strip, r.stdout.splitlines() if r.returncode == 0 else [])):
+        found = Path(where).resolve()
+        if found != installed and installed not in found.parents and where not in stale:
+            stale.append(where)
+    return stale
+
+
 def install_package(python: str, pkg_dir: Path) -> None:
     """Install a package directory into `python`'s site-packages: hatchling builds its wheel in
     this process and `installer` (PyPA's wheel installer) unpacks it into that interpreter's
     scheme. No pip, no resolver, no interpreter start: a generated environment has no
     dependency the hub env does not already bring. With the `prime` CLI on PATH and another
-    interpreter as the target, `prime env install` does it instead, as a prime user expects."""
+    interpreter as the target, `prime env install` does it instead, as a prime user expects,
+    into that interpreter's venv and checked by importing the package there (prime_install)."""
     import tempfile
 
-    prime = shutil.which("prime")
-    if prime and Path(python).resolve() != Path(sys.executable).resolve():
-        r = subprocess.run([prime, "env", "install", pkg_dir.name, "-p", str(pkg_dir.parent)],
-                           capture_output=True, text=True, check=False)
-        if r.returncode != 0:
-            raise DriverError(f"installing {pkg_dir} failed:\n{r.stderr.strip()[-2000:]}")
+    if shutil.which("prime") and not _is_driver_target(python):
+        why = prime_install(python, pkg_dir.name, pkg_dir.name, path=Path(pkg_dir).parent)
+        if why:
+            raise DriverError(f"installing {pkg_dir} failed: {why}")
         return
     from hatchling.builders.wheel import WheelBuilder
     from installer import install
@@ -234,20 +339,39 @@ def count_rows(python: str, name: str, kind: str = CLASSIC) -> int | None:
 
 def install_generated(python: str, pkg_dir: Path, expected_rows: int, kind: str = CLASSIC) -> dict:
     """Cleanup, install, then count rows in a fresh process of the same interpreter. A mismatch
-    repeats the cleanup once, then stops."""
+    or a failed load repeats the cleanup once, then stops with what the load raised first (the
+    cause verifiers' loader wraps: its type, message, file and line), naming a stale copy of
+    the package only when one is there (stale_copies)."""
     name = pkg_dir.name
+    rows: int | None = None
+    failed: envside.EnvsideError | None = None
     for attempt in (1, 2):
         removed = cleanup(python, name)
         faults.point("install:after-cleanup")
         install_package(python, pkg_dir)
         faults.point("install:after-install")
-        rows = count_rows(python, name, kind)
+        try:
+            rows = envside.call(python, envside.JOBS[kind].count, envside.CountRequest(env_id=name)).rows
+            failed = None
+        except envside.EnvsideError as e:
+            rows, failed = None, e
         if rows == expected_rows:
             return {"package": name, "rows": rows, "attempts": attempt, "removed": removed}
-    raise DriverError(
-        f"environment {name} builds {rows} rows after install, expected {expected_rows} "
-        f"(cleanup repeated once). Check {purelib(python)} for a stale copy of {name} and "
-        "remove it, then resume.")
+    stale = stale_copies(python, name)
+    if stale:
+        then = (f" A stale copy of {name} is still there, which {python} may load instead of the "
+                f"installed one: {', '.join(stale)}. Remove it, then resume.")
+    elif failed is not None:
+        then = (f" Fix what the error names (the package is {pkg_dir}, its rows "
+                f"{pkg_dir / name / 'dataset.jsonl'}), then resume.")
+    else:
+        then = (f" Its rows are {pkg_dir / name / 'dataset.jsonl'}: check that they are the ones the "
+                "dataset phase wrote, then resume.")
+    if failed is not None:
+        raise DriverError(f"loading {name} failed (cleanup and install repeated once): "
+                          f"{failed.first_error(prefer=f'{os.sep}{name}{os.sep}')}.{then}")
+    raise DriverError(f"environment {name} builds {rows} rows after install, expected {expected_rows} "
+                      f"(cleanup repeated once).{then}")
 
 
 def file_sha256(path: Path) -> str:

@@ -8,7 +8,7 @@ goes on.
 from __future__ import annotations
 
 from driver.arms import table
-from driver.arms.arm import eval_knobs, train_knobs
+from driver.arms.arm import config_files, eval_knobs, train_knobs
 from driver.arms.best import best_iteration
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.install import install_env
@@ -52,12 +52,12 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
             text = ctx.dialect.render_run(
                 arm=spec.name, purpose=spec.purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
                 eval_knobs=eval_knobs(ctx, arm),
-                train_envs=ctx.dialect.train_sources(arm.package,
-                                                     hub_train_block(ctx) if spec.with_hub_rows else None),
+                train_envs=ctx.dialect.train_sources(
+                    arm.package, hub_train_block(ctx) if spec.with_hub_rows else None, arm.source_name),
                 resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
             ctx.dialect.check_rendered(text)
             atomic_write_text(cfg, text)
-        train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
+        train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))
     except (DriverError, RuntimeError, ValueError) as e:
         _record_failure(ctx, spec.name, str(e).splitlines()[0])

@@ -24,13 +24,14 @@ from driver.gates import decontam
 from driver.gates import hparams as hparams_gate
 from driver.gates import weakness as weakness_gate
 from driver.arms import table
-from driver.arms.arm import eval_knobs, train_knobs
+from driver.arms.arm import config_files, eval_knobs, train_knobs
 from driver.arms.evaluate import evaluate as eval_arm
 from driver.arms.evaluate import metrics_entry
 from driver.arms.install import install_env
-from driver.arms.train import train
+from driver.arms.train import probe_launch, train
 from driver.arms.train import trained as arm_trained
-from driver.run.files import atomic_write_json, atomic_write_text, read_json
+from driver.run.files import atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from driver.run.model import MIN_PROMPTS_PER_STEP
 
 MAX_FAILURE_ROWS = 200
 SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the teacher pass rates
@@ -74,6 +75,38 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
     return failures_path, sample_path, f"train_step_{steps[-1]}"
 
 
+def write_weakness_diff(ctx: Ctx, n: int, sample_path: Path) -> Path | None:
+    """iter_n/teacher_input/weakness_diff.json: for each bucket of the weakness report of the
+    iteration the teacher's sample comes from (k >= 1, the last that trained), its train failure
+    rate before iter_k trained on those rows (the probe's rollouts: the anchor; else iter_k's first
+    train step) against after (the last SAMPLE_STEPS steps, as in train_sample.jsonl, less the
+    first step). Train rollouts only. None in iteration 1 (iter_0 trained on the hub's rows)."""
+    from driver.analysis import weakness_diff
+
+    k = _source_iteration(ctx, n)
+    weakness_path = ctx.iter_dir(k) / "weakness.json"
+    if k < 1 or not weakness_path.exists():
+        return None
+    out = ctx.iter_dir(k) / "prime_out"
+    probe_rows = ctx.iter_dir(k) / "probe_rollouts.jsonl"
+    if probe_rows.exists():
+        before_rows = [r for _, r in iter_jsonl(probe_rows) if isinstance(r, dict)]
+        before, first = {"source": "probe", "steps": None}, []
+    else:   # the first step's rollouts were sampled by the anchor, before any update
+        first = ctx.dialect.train_steps(out)[:1]
+        before_rows = [r for s in first for r in ctx.dialect.train_rows(out, s)]
+        before = {"source": "first_train_step", "steps": first}
+    after_rows = [r for _, r in iter_jsonl(sample_path)
+                  if isinstance(r, dict) and r.get("step") not in first]
+    after_steps = sorted({r["step"] for r in after_rows})
+    diff = weakness_diff.compute(read_json(weakness_path), before_rows, after_rows, iteration=k,
+                                 before=before, after={"source": "last_train_steps",
+                                                       "steps": after_steps})
+    path = ctx.iter_dir(n) / "teacher_input" / weakness_diff.FILE
+    atomic_write_json(path, diff)
+    return path
+
+
 def eval_accs(ctx: Ctx) -> dict:
     # the teacher calibrates on the selection split where there is one, never on the split the
     # lifts are reported on
@@ -87,6 +120,7 @@ def weakness(ctx: Ctx, n: int) -> None:
     if teachers.outputs_present(d):
         return
     failures, sample, step = write_failures(ctx, n)
+    diff = write_weakness_diff(ctx, n, sample)
     # the last rejection: its reasons (the gate's lines or the probe's verdict) and, when the
     # probe rejected it, the probe's numbers (its record is set aside with the attempt)
     attempts = read_json(d / "attempts.json") if (d / "attempts.json").exists() else {}
@@ -100,7 +134,7 @@ def weakness(ctx: Ctx, n: int) -> None:
                        if (ctx.iter_dir(k) / "weakness_report.md").exists()],
         last_gate=attempts.get("last_failures", []),
         last_probe=read_json(probe_path) if probe_path.exists() else None, seed=ctx.state.seed,
-        attempt=attempts.get("attempts", 0))
+        attempt=attempts.get("attempts", 0), weakness_diff_path=diff)
     faults.point("weakness:before-teacher")
     teachers.get(ctx.state).teach(brief)
     scratchpad.render(ctx)
@@ -139,7 +173,8 @@ def dataset(ctx: Ctx, n: int) -> str:
                             decontam.cached_fingerprints(ctx.rd.path, ctx.trainer.python, ctx.hub),
                             scored)
         if (d / "aux_rewards.py").exists():
-            report.lines += aux_gate.check(d / "aux_rewards.py", weakness_json).lines
+            report.lines += aux_gate.check_with_rows(ctx.trainer.python, d / "aux_rewards.py",
+                                                     weakness_json, d / "dataset.jsonl").lines
         report.lines += hparams_gate.check(d).lines
         seconds["gate"] = time.monotonic() - t0
         failures = report.failures()
@@ -171,8 +206,8 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
             + "; ".join(failures[:4]))
     # set the teacher's outputs and their products aside, so all are written again
     # (the probe's rollouts too: the built-in teacher reads every attempt's, see surface_reach)
-    for name in (*teachers.OUTPUTS, hparams_gate.FILE, "dataset.jsonl", "dataset_record.json",
-                 "probe.json", "probe_rollouts.jsonl"):
+    for name in (*teachers.OUTPUTS, hparams_gate.FILE, "aux_rewards.py", "dataset.jsonl",
+                 "dataset_record.json", "probe.json", "probe_rollouts.jsonl", "probe"):
         p = d / name
         if p.exists():
             p.rename(d / f"{name}.rejected-{attempts}")
@@ -214,18 +249,24 @@ def probe(ctx: Ctx, n: int) -> str:
                 str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
                 str(knobs.max_completion_tokens), "--temperature", str(knobs.temperature),
                 "--seed", str(st.seed), "--min-live", str(st.probe_min_live), "--output", str(out)]
-        faults.point("probe:before-launch")
-        if probe_cmd.in_worker:
+        if probe_cmd.kind == "launch":
+            # a batch is whole groups of at least MIN_PROMPTS_PER_STEP prompts (the run model's rule)
+            prompts = max(st.probe_prompts, MIN_PROMPTS_PER_STEP)
+            rows = probe_launch(ctx, arm, knobs, prompts)
+            atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
+        elif probe_cmd.kind == "worker":
+            faults.point("probe:before-launch")
             # the embedded trainer's probe (python -m MODULE), forked from a warm interpreter
             python, _, module = probe_cmd.command[:3]
             r = worker.run_py(python, worker.RUN_MODULE, [module, *args], timeout=3600,
                               cwd=probe_cmd.cwd, torch=True)
             atomic_write_text(d / "probe.log", r.stdout + r.stderr)
         else:
+            faults.point("probe:before-launch")
             with open(d / "probe.log", "w") as log:
                 r = subprocess.run([*probe_cmd.command, *args], cwd=probe_cmd.cwd, stdout=log,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=3600)
-        if r.returncode != 0 or not out.exists():
+        if probe_cmd.kind != "launch" and (r.returncode != 0 or not out.exists()):
             tail = "\n".join((d / "probe.log").read_text(errors="replace").splitlines()[-10:])
             raise DriverError(f"[iter_{n}] the gradient probe failed (exit {r.returncode}); see "
                               f"{d / 'probe.log'}:\n{tail}\nFix the cause, then `driver resume`.")
@@ -264,11 +305,12 @@ def train_iteration(ctx: Ctx, n: int) -> None:
         text = ctx.dialect.render_run(
             arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
             hub=ctx.hub, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
-            train_envs=ctx.dialect.train_sources(arm.package, None), resume_step=arm.resume_step,
+            train_envs=ctx.dialect.train_sources(arm.package, None, arm.source_name),
+            resume_step=arm.resume_step,
             resume_from=ctx.iter_dir(0) / "prime_out")
         ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
         atomic_write_text(cfg, text)
-    train(ctx, arm, [cfg], ["--output-dir", str(arm.out)])
+    train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
 
 
 def trained(ctx: Ctx, n: int) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from driver.envs import hub as envs
@@ -11,7 +12,7 @@ from driver.reporting import scratchpad
 from driver import teachers
 from driver.context import Ctx
 from driver.errors import DriverError, UsageError
-from driver.arms.arm import Arm
+from driver.arms.arm import Arm, shared_settings
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.train import train
 from driver.run.files import atomic_write_json, atomic_write_text
@@ -24,12 +25,26 @@ def introspect(ctx: Ctx) -> None:
         scratchpad.render(ctx)
     if not ctx.rd.hub_env_json.exists():
         _introspect(ctx)
+    selection_env(ctx)
     # before anything trains: a teacher that cannot teach on this env stops the run here (exit
     # 2), resumable with another teacher, instead of after hours of iter_0
     teachers.preflight(ctx.state, ctx.hub)
     warning = think_parser_warning(ctx.state.model, ctx.hub)
     if warning:
         ctx.say(f"[introspect] warning: {warning}")
+
+
+def selection_env(ctx: Ctx) -> None:
+    """Install (cleanup, install, count) the env that evaluates the hub's selection split with
+    its rows labelled (classic prime-rl's eval rows cannot be told apart otherwise: rl_contract/
+    rows.py); checked on every resume, as the training interpreter may have changed."""
+    sel = ctx.hub.get("selection")
+    if not sel or not sel.get("env_id") or envs.is_importable(ctx.trainer.python, sel["env_id"]):
+        return
+    pkg = envs.write_selection_package(ctx.rd.path / "selection_env", sel["env_id"], ctx.hub)
+    envs.install_generated(ctx.trainer.python, pkg, ctx.hub["train_size"])
+    ctx.say(f"[introspect] the selection split is evaluated through {sel['env_id']}, which "
+            "labels its rows")
 
 
 def think_parser_warning(model: str, hub: dict) -> str | None:
@@ -56,6 +71,10 @@ def _introspect(ctx: Ctx) -> None:
         ctx.aborted("hub env not found")
         raise
     info["hub_id"] = ctx.state.hub_id
+    if info.get("selection") and ctx.dialect.name == "classic":
+        # its rows are labelled by an env of the run's own (selection_env)
+        info["selection"]["env_id"] = envs.package_name(ctx.state.dataset, "selection",
+                                                        ctx.state.env_tag)
     if fingerprints is not None:  # hashes only; the gate's blind decontamination reads them
         atomic_write_json(ctx.rd.path / "eval_fingerprints.json", fingerprints)
     faults.point("introspect:before-write")
@@ -80,6 +99,17 @@ def iter0_configs(ctx: Ctx) -> list[Path]:
         text = ctx.dialect.render_eval_overlay(ctx.hub, ctx.knobs)
         ctx.dialect.check_rendered(text)
         atomic_write_text(overlay, text)
+    shared = ctx.rd.path / "canonical_shared.toml"
+    if ctx.state.base_config and not shared.exists():
+        import tomllib
+
+        import tomli_w
+
+        # every later arm trains with the canonical config's optimizer, trainer and inference
+        # settings, as iter_0 does (driver.arms.arm.config_files)
+        settings = shared_settings(tomllib.loads(base.read_text()))
+        atomic_write_text(shared, "# The canonical config's settings every arm trains with "
+                                  f"(from {base}).\n" + tomli_w.dumps(settings))
     return [base, overlay]
 
 
@@ -95,31 +125,104 @@ def baseline(ctx: Ctx) -> None:
     scratchpad.render(ctx)
 
 
-def init_from_problems(dialect, src: Path) -> tuple[int | None, list[str]]:
+@dataclass(frozen=True)
+class InitSource:
+    """What --init-from named, resolved: a run directory this driver made (its iter_0 is reused),
+    that run's iter_0, or a prime-rl-style directory (prime_out/ beside run.json and
+    metrics.json)."""
+    kind: str        # "run", "iter_0" or "prime_out"
+    records: Path    # where its run.json and metrics.json are
+    arm: Path        # the directory holding the reused prime_out/ (run.json's iter_0_path)
+
+    @property
+    def out(self) -> Path:
+        return self.arm / "prime_out"
+
+
+def resolve_init_from(src: Path) -> InitSource:
+    """Which of the three --init-from accepts `src` is; a UsageError naming them when none."""
+    src = Path(src)
+    if (src / "run.json").is_file() and (src / "iter_0").is_dir() and not (src / "prime_out").exists():
+        return InitSource("run", src, src / "iter_0")
+    if src.name == "iter_0" and (src.parent / "run.json").is_file():
+        return InitSource("iter_0", src.parent, src)
+    if (src / "prime_out").is_dir():
+        return InitSource("prime_out", src, src)
+    raise UsageError(
+        f"--init-from {src} is none of what it reuses: a run directory this driver made "
+        "(run.json and iter_0/ inside), that run's iter_0/, or a prime-rl output directory "
+        "(prime_out/weights/step_N beside run.json and metrics.json). Pass one of those, or start "
+        "without --init-from to train iter_0.")
+
+
+def init_from_problems(dialect, source: InitSource) -> tuple[int | None, list[str]]:
     """(final step, what is missing) for a prior run reused as iter_0: its run.json and
     metrics.json, the final step's weights files, all four checkpoint trees a resuming arm
     pre-stages, and its train and eval rollouts. Checked by `driver run` before anything starts."""
-    out = Path(src) / "prime_out"
+    out = source.out
     steps = dialect.steps(out / "weights")
     if not steps:
         return None, [f"no weights/step_N under {out}"]
     f = steps[-1]
-    required = [Path(src) / "run.json", Path(src) / "metrics.json",
+    required = [source.records / "run.json", source.records / "metrics.json",
                 *(out / "weights" / f"step_{f}" / n for n in ("model.safetensors", "config.json", "tokenizer.json")),
                 *dialect.checkpoint_trees(out, f),
                 dialect.train_file(out, f), dialect.eval_file(out, f)]
     return f, [str(p) for p in required if not p.exists()]
 
 
+def init_from_source(state, dialect) -> tuple[InitSource, int]:
+    """Resolve --init-from and refuse, naming what to do, what cannot be iter_0 of this run: a
+    driver run whose iter_0 has not finished, one trained in another dialect, on another hub env
+    or with another model, or a directory that lacks a file a resuming arm needs. Returns the
+    source and its final step. `driver run` calls it before anything exists; the baseline phase
+    again before it links anything."""
+    from driver.run.files import read_json
+
+    given = Path(str(state.init_from))
+    source = resolve_init_from(given)
+    if source.kind != "prime_out":
+        unfinished = [n for n in ("train_done.json", "eval_summary.json")
+                      if not (source.arm / n).is_file()]
+        if unfinished:
+            raise UsageError(
+                f"--init-from {given}: iter_0 of the run {source.records} has not finished (no "
+                f"{' or '.join(unfinished)} in {source.arm}). `driver resume {source.records}` "
+                "until iter_0 is evaluated, then reuse it; or start without --init-from.")
+    try:
+        prior = read_json(source.records / "run.json")
+    except (OSError, ValueError):
+        prior = None
+    if isinstance(prior, dict):
+        theirs = prior.get("dialect") or ("classic" if source.kind != "prime_out" else None)
+        if theirs and theirs != dialect.name:
+            raise UsageError(
+                f"--init-from {given}: its iter_0 was trained in prime-rl's {theirs} dialect "
+                f"(configs and output layout), and this run's trainer speaks {dialect.name}; a "
+                "checkpoint is reused only within one dialect. Reuse a run made with this "
+                "trainer, or start without --init-from.")
+        for field, flag, what in (("dataset", "--dataset", "hub env"), ("model", "--model", "model")):
+            theirs = prior.get(field)
+            if isinstance(theirs, str) and theirs != getattr(state, field):
+                raise UsageError(
+                    f"--init-from {given}: its iter_0 was trained with {what} {theirs}, and this "
+                    f"run asks for {what} {getattr(state, field)}. Pass {flag} {theirs} to "
+                    f"build on it, or start without --init-from to train iter_0 on "
+                    f"{getattr(state, field)}.")
+    f, missing = init_from_problems(dialect, source)
+    if missing or f is None:   # iter_0 would be reused without these
+        raise UsageError(f"--init-from {given} is missing: " + ", ".join(missing[:6])
+                         + (f" (and {len(missing) - 6} more)" if len(missing) > 6 else ""))
+    return source, f
+
+
 def init_from(ctx: Ctx) -> None:
     """Phase 2A: reuse a prior run as iter_0, in place (symlinks, no copies of weights). Its
     final eval is aggregated like any arm's (numbers only), so the inherited baseline carries
-    per-example results and every later arm gets a paired lift against it."""
-    src = Path(ctx.state.init_from)
-    out = src / "prime_out"
-    f, missing = init_from_problems(ctx.dialect, src)
-    if missing:
-        raise UsageError(f"--init-from {src} is missing: {', '.join(missing)}")
+    per-example results and every later arm gets a paired lift against it. run.json's
+    iter_0_path names the directory whose prime_out/ was reused (a driver run's iter_0/)."""
+    source, f = init_from_source(ctx.state, ctx.dialect)
+    out = source.out
     dst = ctx.iter_dir(0) / "prime_out"
     for tree in ctx.dialect.checkpoint_trees(out, f) + [ctx.dialect.rollouts_dir(out) / f"step_{f}"]:
         if tree.exists():
@@ -133,5 +236,5 @@ def init_from(ctx: Ctx) -> None:
     atomic_write_json(ctx.iter_dir(0) / "eval_summary.json", summary)
     atomic_write_json(ctx.iter_dir(0) / "train_done.json", {"final_step": f, "source": "init-from"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))
-    ctx.anchored("init-from", str(src), f)
+    ctx.anchored("init-from", str(source.arm), f)
     scratchpad.render(ctx)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from driver.backends import spent_usd
 from driver.context import Ctx
 from driver.reporting import summary
 from driver.run.files import atomic_write_text
@@ -55,6 +56,21 @@ def _plot_train_reward(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _weakness_diffs(ctx: Ctx, m: dict) -> list[str]:
+    """Each brief's weakness diff (iter_N/teacher_input/weakness_diff.json): did the buckets
+    the previous iteration trained on shrink? Train rollouts only."""
+    from driver.analysis import weakness_diff
+
+    out = []
+    for it in sorted(m["iters"], key=lambda x: x["iter"]):
+        p = ctx.iter_dir(it["iter"]) / "teacher_input" / weakness_diff.FILE
+        if p.exists():
+            diff = json.loads(p.read_text())
+            out += ["", f"### iter_{it['iter']}'s brief: iter_{diff['iteration']}'s weaknesses, "
+                        "before and after training on them", "", weakness_diff.table_markdown(diff)]
+    return (["", "## Did the named weaknesses shrink? (train rollouts only)"] + out) if out else []
+
+
 def write(ctx: Ctx) -> Path:
     rows = summary.summary_rows(ctx)
     rd = ctx.rd.path
@@ -67,6 +83,9 @@ def write(ctx: Ctx) -> Path:
              *([f"- **trainer: a stand-in** (`{st.trainer_stand_in}`, DRIVER_RL_COMMAND), not prime-rl: "
                 f"the numbers below are its, and `{st.model}` is only the name passed to it"]
                if st.trainer_stand_in else []),
+             *([f"- cost: ${spent_usd(ctx.rd.path):.2f} spent on Hosted Training"
+                + (f" (--max-cost ${st.max_cost_usd:g})" if st.max_cost_usd is not None else "")]
+               if st.backend == "hosted" or st.max_cost_usd is not None else []),
              f"- status **{st.status}** · phase {st.phase} · iterations run {st.iteration}"
              + (f" · loop ended: {st.loop_end}" if st.loop_end else ""),
              f"- wall time {((st.end_ts or 0) - st.start_ts) / 60:.1f} min" if st.end_ts else "- still running",
@@ -93,6 +112,9 @@ def write(ctx: Ctx) -> Path:
                          f"{d.get('verdict')}")
         if it.get("probe") and not it["probe"].get("skipped"):
             extra.append(f"probe live {it['probe']['live_fraction']}")
+        if it.get("cost_usd") is not None:
+            extra.append(f"hosted runs ${it['cost_usd']:.2f}"
+                         + (f" ({it['env_hub_ref']})" if it.get("env_hub_ref") else ""))
         if it.get("teacher_usage"):
             u = it["teacher_usage"]
             extra.append(f"teacher {u['calls']} calls, {u['input_tokens']}+{u['output_tokens']} tokens"
@@ -101,9 +123,11 @@ def write(ctx: Ctx) -> Path:
         lines.append(f"- iter_{it['iter']}: eval {'-' if acc is None else f'{acc:.4f}'}, "
                      + (f"selection {sel:.4f}, " if sel is not None else "") +
                      f"rows {it.get('rows') or '-'}" + ("; " + "; ".join(extra) if extra else ""))
+    lines += _weakness_diffs(ctx, m)
     if st.compact_warnings:   # recorded by the teacher with `driver compact-warning`
         lines += ["", "## Teacher context compaction warnings", ""] + [f"- {w}" for w in st.compact_warnings]
-    lines += ["", "Numbers only: this report is built from metrics.json and eval_summary.json; "
+    lines += ["", "Numbers only: this report is built from metrics.json and eval_summary.json "
+              "(and the briefs' weakness_diff.json, from train rollouts); "
               "eval rollouts are read by the numeric aggregator alone.", ""]
     path = rd / "report.md"
     atomic_write_text(path, "\n".join(lines))

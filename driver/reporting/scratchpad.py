@@ -60,6 +60,25 @@ def _results(metric: dict, summary: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _diff_results(ctx, n: int) -> str:
+    """Iteration n's buckets before and after its training, once a later brief measured them
+    (the next trained iteration's teacher_input/weakness_diff.json: train rollouts only)."""
+    from driver.analysis import weakness_diff
+
+    m = n + 1
+    while ctx.iter_dir(m).exists():
+        p = ctx.iter_dir(m) / "teacher_input" / weakness_diff.FILE
+        if p.exists():
+            diff = read_json(p)
+            if diff.get("iteration") == n:
+                return "\n".join([f"- this iteration's buckets, train failure rate before -> after "
+                                  f"its training (iter_{m}'s brief):",
+                                  *("  " + x for x in weakness_diff.brief_lines(diff))]) + "\n"
+            return ""
+        m += 1
+    return ""
+
+
 def render(ctx, final_table: str | None = None) -> None:
     st, rd = ctx.state, ctx.rd
     out = [f"# Scratchpad — {st.dataset}",
@@ -82,7 +101,7 @@ def render(ctx, final_table: str | None = None) -> None:
         if entry_path.exists():
             entry = entry_path.read_text()
             summary = read_json(d / "eval_summary.json") if (d / "eval_summary.json").exists() else None
-            results = _results(metrics.get(n, {}), summary)
+            results = _results(metrics.get(n, {}), summary) + _diff_results(ctx, n)
             entry = _RESULTS.sub(lambda m: m.group(1) + "\n" + results, entry) if _RESULTS.search(entry) \
                 else entry + "\n### (5) Results\n" + results
             out += [entry.rstrip(), ""]

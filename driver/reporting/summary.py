@@ -4,7 +4,7 @@ with it; and the sentences a reader needs to read the numbers. From numeric reco
 from __future__ import annotations
 
 from driver.analysis import stats
-from driver.analysis.evaluation import selection_score, wilson_interval
+from driver.analysis.evaluation import wilson_interval
 from driver.arms import table as arms_table
 from driver.arms.best import best_iteration
 from driver.context import Ctx
@@ -41,7 +41,8 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                "n_selection": entry.get("n_selection"),
                "acc_by_population": s.get("acc_by_population"),
                "train_reward_by_step": s.get("train_reward_by_step") or {},
-               "best": bool(best and name == f"iter_{best['best_iter']}")}
+               "best": bool(best and name == f"iter_{best['best_iter']}"),
+               "cost_usd": entry.get("cost_usd")}
         if acc is not None and n:
             row["acc_ci"] = list(wilson_interval(round(acc * n), n))
         if name != "iter_0" and base_correct and s.get("correct_by_example"):
@@ -62,10 +63,52 @@ def summary_rows(ctx: Ctx) -> list[dict]:
         # no selection split: the best is chosen on the examples it is reported on
         for name, p in stats.holm(compared).items():
             next(r for r in rows if r["arm"] == name)["p_holm"] = p
-    scored = [(i, r) for i, r in enumerate(rows) if r["eval_acc"] is not None]
-    if scored:   # on the selection split where there is one; ties: the earliest arm
-        max(scored, key=lambda ir: (selection_score(ir[1]), -ir[0]))[1]["recommended"] = True
+    choice = recommend(rows, summaries)
+    if choice is not None:
+        next(r for r in rows if r["arm"] == choice["arm"])["recommended"] = choice["why"]
     return rows
+
+
+def _selection_correct(summary: dict) -> dict:
+    """Per-example correctness on the split arms are chosen on: the selection split where the
+    hub env has one, else the eval split."""
+    return (summary.get("selection") or summary).get("correct_by_example") or {}
+
+
+def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
+    """The checkpoint to use, by a rule that never promotes an arm on a difference the split it
+    is chosen on cannot resolve: the best iteration when it beats iter_0 there by a paired
+    exact McNemar test at 5% (Holm-adjusted over the iterations compared where the env has no
+    selection split), else iter_0; a control only when it beats that choice there the same way.
+    Returns {"arm", "why"} (one sentence), or None when iter_0 has no evaluation."""
+    if summaries.get("iter_0", {}).get("eval_acc") is None:
+        return None
+    on = "the selection split" if any(r.get("selection_acc") is not None for r in rows) else \
+        "the eval split (the env has no selection split)"
+    base = _selection_correct(summaries["iter_0"])
+    best = next((r for r in rows if r["best"]), None)
+    choice, why = "iter_0", "no iteration was evaluated beyond iter_0"
+    if best is not None:
+        v = stats.paired(base, _selection_correct(summaries[best["arm"]]))
+        p = v.get("p_value", 1.0) if v.get("n") else 1.0
+        if "p_holm" in best:   # chosen on the examples it is reported on: Holm over iterations
+            p = best["p_holm"]
+        lift = f"{100 * v['lift']:+.1f} points (p = {p:.3g}, n = {v['n']})" if v.get("n") else "n/a"
+        if v.get("n") and v["lift"] > 0 and p < stats.ALPHA:
+            choice, why = best["arm"], f"it beats iter_0 on {on} by {lift}"
+        else:
+            why = (f"the best iteration, {best['arm']}, does not beat it on {on} beyond noise "
+                   f"({lift})")
+    chosen = _selection_correct(summaries[choice])
+    for r in rows:
+        if r["arm"].startswith("iter_") or r.get("eval_acc") is None:
+            continue
+        v = stats.paired(chosen, _selection_correct(summaries[r["arm"]]))
+        if v.get("n") and v["lift"] > 0 and v["significant"]:
+            choice, why = r["arm"], (f"the control beats {choice} on {on} by {100 * v['lift']:+.1f} "
+                                     f"points (p = {v['p_value']:.3g}, n = {v['n']})")
+            chosen = _selection_correct(summaries[choice])
+    return {"arm": choice, "why": why}
 
 
 def _pct(x) -> str:
@@ -82,6 +125,7 @@ def _lift(v: dict | None) -> tuple[str, str, str]:
 def table(rows: list[dict]) -> str:
     selection = any(r.get("selection_acc") is not None for r in rows)
     holm = any("p_holm" in r for r in rows)
+    cost = any(r.get("cost_usd") is not None for r in rows)   # a billed (hosted) run
     # one column per population the env's metrics name (evaluation's naming rule), in order
     pop_names = sorted({k for r in rows for k in (r.get("acc_by_population") or {})})
     head = (f"{'run':<27}{'rows':>6} {'n':>5}  " + (f"{'val %':>6}  " if selection else "")
@@ -89,7 +133,8 @@ def table(rows: list[dict]) -> str:
             + "".join(f"{name + ' %':>{max(6, len(name) + 2)}} " for name in pop_names)
             + f" {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
             + (f"{'Holm p':>7}  " if holm else "")
-            + f"{'sig 5%':<7}{'vs prev':<10}ckpt")   # vs prev: verdict against the previous iteration
+            + f"{'sig 5%':<7}{'vs prev':<10}" + (f"{'cost $':>8}  " if cost else "")
+            + "ckpt")   # vs prev: verdict against the previous iteration
     lines = [head]
     for r in rows:
         if r["skipped"]:
@@ -113,7 +158,9 @@ def table(rows: list[dict]) -> str:
             + "".join(f"{_pct(pops.get(name)):>{max(6, len(name) + 2)}} " for name in pop_names)
             + f" {lift:<26}{p:>10}  "
             + (f"{holm_p:>7}  " if holm else "")
-            + f"{sig:<7}{(r.get('verdict') or '-'):<10}{r['ckpt'] or '-'}{mark}")
+            + f"{sig:<7}{(r.get('verdict') or '-'):<10}"
+            + (f"{'-' if r.get('cost_usd') is None else format(r['cost_usd'], '.2f'):>8}  " if cost else "")
+            + f"{r['ckpt'] or '-'}{mark}")
     best = next((r for r in rows if r["best"]), None)
     for c in (r for r in rows if r.get("best_vs_control")) if best else ():
         lift, p, sig = _lift(c["best_vs_control"])
@@ -130,12 +177,28 @@ def table(rows: list[dict]) -> str:
                      "examples its lift is reported on" + (
                          "; Holm p adjusts each iteration's McNemar p for the number compared."
                          if holm else "."))
+    rec = next((r for r in rows if r.get("recommended")), None)
+    if rec is not None:
+        lines.append(f"Recommended checkpoint: {rec['arm']} ({rec['ckpt'] or 'no checkpoint'}): "
+                     f"{rec['recommended']}.")
     lines.append("strict: the env's reward; lenient: the right number in any format (a zero-weight "
                  "metric). Lift: paired on the eval examples both arms answered (controls are "
                  "evaluated on the whole eval split, iterations on --eval-examples of it); p: "
                  "exact McNemar; CI: Newcombe. "
                  "vs prev: the seed's verdict against the previous iteration.")
     return "\n".join(lines)
+
+
+def cost_line(ctx: Ctx) -> str:
+    """"\nCost: $X spent ..." where the run's launches are billed (hosted), else ""."""
+    from driver.backends import spent_usd
+
+    spent = spent_usd(ctx.rd.path)
+    if not spent and ctx.state.max_cost_usd is None:
+        return ""
+    cap = f" of --max-cost ${ctx.state.max_cost_usd:g}" if ctx.state.max_cost_usd is not None else ""
+    return (f"\nCost: ${spent:.2f} spent{cap} on Hosted Training (`prime train usage` of every run, "
+            "failed attempts and eval runs included); cost $: each arm's share.")
 
 
 def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
@@ -146,6 +209,7 @@ def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
     if st.trainer_stand_in:
         text += (f"\nTrainer: a stand-in for prime-rl ({st.trainer_stand_in}, from "
                  f"DRIVER_RL_COMMAND); the model name {st.model} was only passed to it.")
+    text += cost_line(ctx)
     ceiling = sum(f["weight"] for f in ctx.hub.get("rubric_funcs", []) if f["weight"] > 0)
     if ceiling and abs(ceiling - 1.0) > 1e-9:
         text += (f"\nShaped reward: the hub rubric's full reward is {ceiling:g}, not 1. A rollout "

@@ -18,13 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 FORMAT_VERSION = 1
 
-BackendName = Literal["prime_rl", "local"]
+BackendName = Literal["prime_rl", "local", "hosted"]
 BACKEND_NAMES: tuple[str, ...] = get_args(BackendName)
 TeacherName = Literal["builtin", "agent", "llm"]
 TEACHER_NAMES: tuple[str, ...] = get_args(TeacherName)
 DialectName = Literal["classic", "current"]
 Status = Literal["running", "waiting_teacher", "budget_exhausted", "max_iters_reached", "completed",
-                 "failed", "aborted", "dry_run"]
+                 "failed", "aborted", "dry_run", "cost_exhausted"]
 
 MIN_PROMPTS_PER_STEP = 16   # GRPO compares within groups; fewer prompts a step is mostly noise
 
@@ -67,31 +67,37 @@ class Knobs(BaseModel):
 
     # The local row is sized so that a whole default run, controls included, takes about ten
     # minutes on 2 CPU cores; the prime_rl row is the seed procedure's standard for a GPU node.
+    # hosted runs prime-rl on the platform's GPU nodes, so it takes the procedure's standard
+    # sizes too; its student is Qwen3-4B-Instruct-2507, the model the seeds name for hosted
+    # runs, which is in prime-rl's renderer map (preflight refuses any model `prime train
+    # models` does not list).
     model: str = setting(
         help="student model, used verbatim in [model] name", parse="name",
-        by_backend={"prime_rl": "Qwen/Qwen3-0.6B", "local": "builtin:tiny-char-qwen2"})
+        by_backend={"prime_rl": "Qwen/Qwen3-0.6B", "local": "builtin:tiny-char-qwen2",
+                    "hosted": "Qwen/Qwen3-4B-Instruct-2507"})
     batch_size: int = setting(
         help="TOTAL rollouts per step, not unique prompts: a multiple of --rollouts-per-example "
              f"giving at least {MIN_PROMPTS_PER_STEP} prompts", ge=1,
-        by_backend={"prime_rl": 512, "local": 64})
+        by_backend={"prime_rl": 512, "local": 64, "hosted": 512})
     rollouts_per_example: int = setting(help="group size", ge=1,
-                                        by_backend={"prime_rl": 16, "local": 4})
+                                        by_backend={"prime_rl": 16, "local": 4, "hosted": 16})
     steps_per_run: int = setting(help="new training steps per arm; max_steps is absolute", ge=1,
-                                 by_backend={"prime_rl": 100, "local": 30})
+                                 by_backend={"prime_rl": 100, "local": 30, "hosted": 100})
     max_completion_tokens: int = setting(
         help="completion limit of training and of every eval, set explicitly in both (a "
              "teacher's hparams.json may change its iteration's training limit, never an eval's)",
-        ge=1, by_backend={"prime_rl": 1024, "local": 96})
+        ge=1, by_backend={"prime_rl": 1024, "local": 96, "hosted": 1024})
     # local: temperature 0.7 and lr 5e-5, a compromise read off bench/rl_headroom.py on the
     # first-stage demo student (docs/research.md): at 1e-4 iter_0 alone eroded its planted
     # skill, at 1e-5 nothing moved at all. The demo student's planted habit was chosen at these.
     temperature: float = setting(
         help="train rollout sampling temperature in (0, 2], rendered into every arm's "
              "[orchestrator.train.sampling] and used by the probe", gt=0, le=2,
-        by_backend={"prime_rl": 1.0, "local": 0.7})
+        by_backend={"prime_rl": 1.0, "local": 0.7, "hosted": 1.0})
     lr: float | None = setting(
         help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (None leaves "
-             "the trainer's own default)", gt=0, lt=1, by_backend={"prime_rl": None, "local": 5e-5})
+             "the trainer's own default)", gt=0, lt=1,
+        by_backend={"prime_rl": None, "local": 5e-5, "hosted": None})
     seq_len: int = setting(2048, help="trainer sequence length of every arm", ge=256)
     difficulty_filter: bool = setting(
         False,
@@ -176,15 +182,36 @@ class RunConfig(Knobs):
     hub_id: str | None = setting(help="Prime hub slug (default: primeintellect/<dataset>)",
                                  parse="name")
     budget_seconds: float = setting(
-        help="wall-clock cap for the iteration loop: Nh, Nm or Ns; controls run after it on "
-             "their own time", gt=0, flag="--budget", parse="duration",
-        by_backend={"prime_rl": 10 * 3600, "local": 4 * 60})
-    max_iters: int = setting(15, help="total iterations including iter_0", ge=1)
-    init_from: str | None = setting(help="a prior run directory to reuse as iter_0 (skips training it)")
+        help="wall-clock cap for the iteration loop, counted from the run's start (the "
+             "teacher's time and any time the run was stopped included): Nh, Nm or Ns; controls "
+             "run after it on their own time. `driver resume RUN --budget 12h` extends it, "
+             "re-opening a loop that ended on it", gt=0, flag="--budget", parse="duration",
+        resumable=True,
+        by_backend={"prime_rl": 10 * 3600, "local": 4 * 60, "hosted": 10 * 3600})
+    max_cost_usd: float | None = setting(
+        flag="--max-cost", gt=0,
+        help="a second loop budget, in USD: the pre-iteration gate ends the loop once the run's "
+             "spent cost (Hosted Training's `prime train usage`, every launch) reaches it; "
+             "controls run after it. Only the hosted backend spends money")
+    max_iters: int = setting(15, help="total iterations including iter_0 (`driver resume RUN "
+                                      "--max-iters N` raises it, re-opening a loop that ended "
+                                      "on it)", ge=1, resumable=True)
+    init_from: str | None = setting(
+        help="a prior run to reuse as iter_0 (skips training it): a run directory this driver "
+             "made, its iter_0/, or a prime-rl output directory (prime_out/ beside run.json and "
+             "metrics.json); of the same dialect, hub env and model")
     backend: BackendName = setting(
-        help="trainer: prime_rl (uv run rl in a prime-rl checkout) or local (the embedded "
-             "trainer: CPU, or one GPU when present; needs the [embedded] extra) (default: "
-             "prime_rl when a checkout is set with --prime-rl-dir or PRIME_RL_DIR, else local)")
+        help="trainer: prime_rl (uv run rl in a prime-rl checkout), local (the embedded "
+             "trainer: CPU, or one GPU when present; needs the [embedded] extra) or hosted "
+             "(Prime Intellect's Hosted Training through the `prime` CLI: no GPU needed here) "
+             "(default: prime_rl when a checkout is set with --prime-rl-dir or PRIME_RL_DIR, "
+             "else local)")
+    hosted_volume: str = setting(
+        "synthetic-self-improve-rl", parse="name",
+        help="hosted backend: the named volume every run of this loop writes to (runs/<runId>/ "
+             "on it); iterations fork iter_0's checkpoint from it. Created by the first "
+             "submission if absent, at the CLI's default size (5Ti): create it first with "
+             "`prime volumes create NAME --size 500Gi` to choose")
     prime_rl_dir: str | None = setting(help="prime-rl checkout (or set PRIME_RL_DIR)")
     base_config: str | None = setting(
         help="canonical iter_0 rl.toml (default: the prime-rl checkout's configs/<env>/rl.toml "
@@ -201,11 +228,25 @@ class RunConfig(Knobs):
     llm: LLMConfig | None = setting(help="the LLM teacher's settings (--llm-*)", flag="--llm-",
                                     resumable=True)
     teacher_retries: int = setting(3, help="gate failures before an iteration is skipped", ge=1)
+    # A healthy prime-rl arm is silent for long stretches only at two places: while vLLM and the
+    # trainer start, and while the final eval runs (a full-split eval writes its file once, at
+    # the end). Each place has its own limit; the poll's hard cap is their sum over the arm's
+    # steps, so it never stops a working arm (the procedure budgets ~2.5 h per control arm).
+    startup_timeout_s: float = setting(
+        flag="--startup-timeout", parse="duration", gt=0,
+        by_backend={"prime_rl": 3600, "local": 600, "hosted": 3600},
+        help="a launch that writes no train step for this long after it starts (model loading, "
+             "vLLM start-up) is stopped and the arm marked failed; `driver resume` retrains it")
     stall_timeout_s: float = setting(
         1800, flag="--stall-timeout", parse="duration", gt=0,
-        help="a trainer that writes no new train step or eval row for this long is stopped and "
-             "the arm marked failed; `driver resume` retrains it. Allow for model loading and "
-             "the final eval")
+        help="a trainer that writes no new train step for this long between two steps is "
+             "stopped and the arm marked failed; `driver resume` retrains it")
+    eval_timeout_s: float = setting(
+        flag="--eval-timeout", parse="duration", gt=0,
+        by_backend={"prime_rl": 7200, "local": 1800, "hosted": 7200},
+        help="after an arm's last train step (or from launch, for a final-weights eval), how long "
+             "its eval may take to complete before the launch is stopped and the arm marked "
+             "failed; a control is evaluated on the whole eval split")
     probe_prompts: int = setting(
         32, ge=0, help="pre-training gradient probe: the anchor student samples a group on this "
                        "many generated rows; 0 turns it off")
@@ -262,6 +303,26 @@ class TrainerProcess(BaseModel):
     # so `driver status` reads progress without knowing how arms are named or resumed
     start_step: int = 0
     final_step: int | None = None
+    # a hosted launch (driver/backends/hosted/) has no local process: it is the platform's
+    # run with this id (pid and create_time are 0), found again by the id, never resubmitted
+    run_id: str | None = None
+
+    @property
+    def handle(self) -> str:
+        """How a message names the launch: its hosted run id, else its pid."""
+        return f"run {self.run_id}" if self.run_id else f"pid {self.pid}"
+
+
+class LimitChange(BaseModel):
+    """One `driver resume --budget/--max-iters`: the old and new value of each limit it changed,
+    and, when the loop had ended on a limit, what re-opening it set aside (the controls, measured
+    against the old best iteration, run again at the new end)."""
+    ts: float
+    phase: str                                # where the run was
+    changed: dict[str, dict[str, int | float]]   # {"budget_seconds": {"old": .., "new": ..}}
+    reopened: str | None = None               # the loop_end it re-opened; None: the loop was open
+    set_aside: list[str] = Field(default_factory=list)        # control dirs, renamed *.before-K
+    phase4_errors: list[str] = Field(default_factory=list)    # the old controls' failures
 
 
 class RunState(RunConfig):
@@ -281,7 +342,7 @@ class RunState(RunConfig):
     # (driver.arms.table); checked against that table where run.json is opened
     phase: str = "introspect"
     iteration: int = 0
-    loop_end: Literal["budget_exhausted", "max_iters_reached"] | None = None
+    loop_end: Literal["budget_exhausted", "max_iters_reached", "cost_exhausted"] | None = None
     reason: str | None = None
     history: list[PhaseRecord] = Field(default_factory=list)
     trainer: TrainerProcess | None = None
@@ -292,6 +353,7 @@ class RunState(RunConfig):
     iter_0_source: str | None = None
     iter_0_path: str | None = None
     iter_0_step: int | None = None
+    limit_changes: list[LimitChange] = Field(default_factory=list)   # `driver resume --budget ...`
     end_ts: float | None = None
     total_duration_s: float | None = None
 
@@ -332,7 +394,12 @@ class ArmMetrics(BaseModel):
     probe: dict | None = None                 # the gradient probe's figures
     hparams: dict | None = None               # the teacher's hparams.json, as applied
     teacher_usage: dict | None = None         # LLM teacher tokens and cost
+    cost_usd: float | None = Field(None, ge=0, description="what the arm's hosted runs cost "
+                                   "(`prime train usage`: training, its eval run, failed attempts)")
+    env_hub_ref: str | None = Field(None, description="the arm's generated env as published to "
+                                    "the Environments Hub (owner/name@version), for hosted runs")
     best_iter: int | None = Field(None, ge=1, description="the iteration a control replays")
+    eval_config: dict | None = None           # the eval configuration it was measured with
 
     @model_validator(mode="after")
     def _one_kind(self) -> "ArmMetrics":

@@ -2,8 +2,9 @@
 
 One contract. For iteration N a teacher gets a `Brief` (the run directory, the iteration
 directory, hub_env.json, up to 200 lowest-reward *train* rollout rows, every rollout of the last
-train steps cut to its id, info and reward, prior reports, accuracies as numbers, the gate's
-last verdict) and leaves in the iteration directory:
+train steps cut to its id, info and reward, prior reports, from iteration 2 the last trained
+iteration's buckets' train failure rates before and after its training, accuracies as numbers,
+the gate's last verdict) and leaves in the iteration directory:
 `weakness_report.md`, `weakness.json`, `gen_dataset.py` and `scratchpad_entry.md`.
 Nothing a teacher receives comes from an eval rollout row.
 """
@@ -34,6 +35,9 @@ class Brief:
     last_probe: dict | None = None  # probe.json of the last attempt, when the probe rejected it
     seed: int = 0
     attempt: int = 0              # earlier gate rejections in this iteration
+    # iteration >= 2: did the last trained iteration's buckets shrink? (teacher_input/
+    # weakness_diff.json, driver/analysis/weakness_diff.py: train rollouts only)
+    weakness_diff_path: Path | None = None
 
     def failures(self) -> list[dict]:
         with open(self.failures_path, encoding="utf-8") as f:
@@ -46,6 +50,20 @@ class Brief:
             return self.failures()
         with open(self.train_sample_path, encoding="utf-8") as f:
             return [json.loads(line) for line in f if line.strip()]
+
+    def weakness_diff(self) -> dict | None:
+        """Per bucket of the last trained iteration's weakness.json, its train failure rate
+        before and after that iteration's training (None in iteration 1)."""
+        if self.weakness_diff_path is None or not Path(self.weakness_diff_path).exists():
+            return None
+        return json.loads(Path(self.weakness_diff_path).read_text(encoding="utf-8"))
+
+    def weakness_diff_table(self) -> str | None:
+        """That diff as the markdown table TEACHER.md, the LLM prompt and the report show."""
+        from driver.analysis import weakness_diff
+
+        diff = self.weakness_diff()
+        return weakness_diff.table_markdown(diff) if diff else None
 
 
 def outputs_present(iter_dir: Path) -> bool:

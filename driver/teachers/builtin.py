@@ -1,9 +1,10 @@
 """The built-in teacher: deterministic, no LLM.
 
 The weakness analysis is computed from train rollouts alone: reward by completion-length
-quartile, and failure rates by structural features of the problem. The dataset comes from the
-hub env's family generator. An environment without one needs the agent or the LLM teacher: this
-teacher says so rather than weaken the gate.
+quartile, and failure rates by structural features of the problem; from iteration 2, a bucket
+the last iteration's training fixed (the brief's weakness diff) keeps only the allocation floor.
+The dataset comes from the hub env's family generator. An environment without one needs the
+agent or the LLM teacher: this teacher says so rather than weaken the gate.
 """
 from __future__ import annotations
 
@@ -207,6 +208,28 @@ def edge_weight(fail_rate: float, shift: int = 0) -> float:
     return fail_rate ** (6 if shift > 0 else 3)
 
 
+# A bucket of the last trained iteration's report is fixed when its failure rate over that
+# iteration's last train steps (the brief's weakness diff: train rollouts only) is at or below
+# FIXED_RATE on at least FIXED_EVIDENCE rollouts. There a group of 4 is all solved about two times
+# in three (0.9^4), so its rows carry little gradient, and 10% failed of 64 rollouts has a 95%
+# Wilson interval topping out under 20%: well short of the edge of competence the rows aim at
+# (edge_weight). A fixed bucket keeps only the allocation floor; its rows go where the student
+# still fails.
+FIXED_RATE = 0.10
+FIXED_EVIDENCE = 64
+
+
+def fixed_buckets(brief: Brief) -> dict[str, dict]:
+    """The buckets ("domain / sub_domain") the brief's weakness diff shows fixed, each with its
+    row of the diff (before, after, verdict); empty in iteration 1."""
+    diff = brief.weakness_diff()
+    if not diff:
+        return {}
+    return {f"{r['domain']} / {r['sub_domain']}": {**r, "iteration": diff["iteration"]}
+            for r in diff["buckets"] if r["after"]["rollouts"] >= FIXED_EVIDENCE
+            and r["after"]["failure_rate"] <= FIXED_RATE}
+
+
 class BuiltinTeacher:
     name = "builtin"
 
@@ -259,7 +282,10 @@ class BuiltinTeacher:
         def level(v):
             return "high" if v >= 0.6 else "med" if v >= 0.3 else "low"
 
-        alloc = allocate({f"{d} / {s}": edge_weight(v, shift) for (d, s), v in severity.items()})
+        # a bucket the last iteration fixed keeps only the floor (a weight of 0: allocate's floor)
+        fixed = {k: v for k, v in fixed_buckets(brief).items() if tuple(k.split(" / ", 1)) in severity}
+        alloc = allocate({f"{d} / {s}": 0.0 if f"{d} / {s}" in fixed else edge_weight(v, shift)
+                          for (d, s), v in severity.items()})
         prev = brief.eval_accs.get(f"iter_{brief.iteration - 1}", brief.eval_accs.get("iter_0"))
         weakness = {
             "prev_eval_acc": prev,
@@ -268,7 +294,9 @@ class BuiltinTeacher:
                 "name": d, "severity": level(max(v for _, v in subs)),
                 "evidence": (f"{sum(evidence[(d, s)] for s, _ in subs)} failed train rollouts "
                              "match this domain's structures"),
-                "sub_domains": [{"name": s, "failure_rate": round(v, 3)} for s, v in subs],
+                "sub_domains": [{"name": s, "failure_rate": round(v, 3),
+                                 **({"fixed": True} if f"{d} / {s}" in fixed else {})}
+                                for s, v in subs],
             } for d, subs in ranked],
             "allocations": alloc,
             "structural_features": [{"name": k, "definition": v}
@@ -279,6 +307,8 @@ class BuiltinTeacher:
             "aim": aim,
             "difficulty_shift": shift,
             "train_rollouts_read": len(sample),
+            "fixed": {k: {"by": f"iter_{v['iteration']}", "before": v["before"], "after": v["after"]}
+                      for k, v in fixed.items()},
             "metrics_failed_vs_passed": metric_means(rows),
         }
         skeletons = [fam.skeleton(f"{brief.failures_step}_idx_{i}", r.get("info") or {})
@@ -286,7 +316,8 @@ class BuiltinTeacher:
         d = brief.iter_dir
         atomic_write_json(d / "weakness.json", weakness)
         atomic_write_json(d / "skeletons.json", skeletons)
-        atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed))
+        atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed)
+                          + self._diff_section(brief, weakness))
         atomic_write_text(d / "gen_dataset.py", gen_script(
             fam.module, seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
             prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
@@ -303,7 +334,9 @@ class BuiltinTeacher:
         for dom in w["domains"]:
             lines.append(f"- **{dom['name']}** ({dom['severity']}): {dom['evidence']}")
             for s in dom["sub_domains"]:
-                lines.append(f"  - {s['name']}: failure rate {s['failure_rate']}")
+                lines.append(f"  - {s['name']}: failure rate {s['failure_rate']}"
+                             + (" — fixed by the last iteration's training: allocation floor only"
+                                if s.get("fixed") else ""))
         lines += ["", "## Bucket allocations"]
         lines += [f"- {k}: {v}" for k, v in w["allocations"].items()]
         if w["metrics_failed_vs_passed"]:
@@ -333,6 +366,25 @@ class BuiltinTeacher:
         lines += [f"- {f['name']}: {f['definition']}" for f in w["structural_features"]]
         return "\n".join(lines) + "\n"
 
+    def _diff_section(self, brief: Brief, w: dict) -> str:
+        """Iteration 2 on: the last trained iteration's buckets before and after its training
+        (the brief's weakness diff), and which of them this report drops as fixed."""
+        table = brief.weakness_diff_table()
+        if not table:
+            return ""
+        lines = ["", "## The last report's buckets, before and after training on them", "", table]
+        for k, v in w.get("fixed", {}).items():
+            a = v["after"]
+            lines.append(f"- **{k}: fixed**: {a['failed']} of {a['rollouts']} train rollouts failed "
+                         f"after {v['by']}'s training ({a['failure_rate']:.2f}; fixed at or below "
+                         f"{FIXED_RATE:.2f} on at least {FIXED_EVIDENCE} rollouts), so this "
+                         "report drops it: its bucket gets only the allocation floor.")
+        if not w.get("fixed"):
+            lines.append(f"- No bucket is fixed (a failure rate at or below {FIXED_RATE:.2f} on at "
+                         f"least {FIXED_EVIDENCE} rollouts after training): each keeps the rows "
+                         "its failure rate earns.")
+        return "\n".join(lines) + "\n"
+
     def _entry(self, brief: Brief, w: dict, n: int, n_failed: int, plan: str) -> str:
         top = w["domains"][0]
         return "\n".join([
@@ -342,7 +394,8 @@ class BuiltinTeacher:
              f"'{top['name']}' ({top['severity']}). Reward by length quartile: "
              f"{w['reward_by_length_quartile']}."),
             "### (2) Buckets and target counts",
-            *[f"- {k}: {v}" for k, v in w["allocations"].items()],
+            *[f"- {k}: {v}" + (" (fixed by the last iteration: floor only)" if k in w["fixed"] else "")
+              for k, v in w["allocations"].items()],
             "### (3) Plan for the data",
             plan,
             "### (4) Hyperparameter / reward changes",

@@ -26,7 +26,7 @@ MAX_FORMAT_RETRIES = 2
 PROMPT_ROWS = 60            # failed rows shown in full-ish form; the rest are counted only
 FIELD_CHARS = 700           # each prompt/completion/info is cut to this many characters
 # files a reply may add: this iteration's hyperparameters (checked with the dataset gate)
-OPTIONAL = ("hparams.json",)
+OPTIONAL = ("hparams.json", "aux_rewards.py")
 _FILE = re.compile(r"<<<FILE\s+([\w.\-]+)\s*>>>\n?(.*?)\n?<<<END FILE>>>", re.S)
 
 

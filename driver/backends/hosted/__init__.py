@@ -1,0 +1,164 @@
+"""Prime Intellect's Hosted Training through the `prime` CLI (PyPI `prime` 0.15.0 .. 0.18.x), for
+a user with no GPU machine: every launch of an arm is a hosted run.
+
+The contract below is read from the CLI's source (prime 0.18.0: commands/rl.py, api/training.py,
+api/rl.py, commands/env.py, commands/volumes.py), not guessed; where the CLI leaves a point to
+the server it says so.
+
+- Submit: `prime --plain train CONFIG --yes --output json --volume V [-e WANDB_API_KEY]
+  [--resume-from PAUSED_ID]`. The whole prime-rl TOML is the run's config; a top-level
+  `model = "..."` string or `[[env]]` array is refused as a retired shared-LoRA config. Success
+  prints `{"run": {"runId": ...}}` (a warning may precede it); an error prints `Error: ...` on
+  stdout and exits 1. A top-level `name` names the run on the platform (`prime train list`),
+  and is how a submission whose id was never recorded is found again.
+- Poll: `prime train get ID -o json` (`.run.status`: QUEUED, PENDING, RUNNING, PAUSING, then
+  COMPLETED, FAILED, STOPPED or PAUSED; the reason in `error_message` / `failure_analysis`) and
+  `prime train progress ID` (`latest_step`): JSON, never a log.
+- Outputs: a run with `--volume V` writes under `runs/<runId>/` on V (`prime volumes ls V PATH
+  -R -o json`, `prime volumes get V REMOTE LOCAL`); files appear there once the run ends. The
+  layout inside is prime-rl's and the platform's: the driver finds prime-rl's run directory R
+  (`.../run`, our `run.name`) from the listing, and reads from it only what the readers above
+  the seam need, into the arm's local output dir in the current layout (prime_out/run/...): the
+  train rollouts, the final eval cut to its numbers, and for the checkpoint trees a REMOTE.json
+  naming where they are on the volume (a 4B model's trainer checkpoint is tens of GB; nothing
+  on this machine reads it).
+- Iterations fork iter_0's checkpoint in place, as the current dialect does everywhere:
+  `[resume] dir` names iter_0's `checkpoints/step_F` on the shared volume, mounted at
+  VOLUME_MOUNT. `--resume-from` cannot do it: it continues a PAUSED run (iter_0 completes, it
+  is never paused at step F), and whether one paused run can be continued by several new runs
+  with different configs the CLI leaves to the server. `--resume-from` is used for what it is
+  for: an arm's run that the platform (or the user) PAUSED is continued by a new run.
+- The final-weights eval: prime-rl's `rl` never evaluates v(max_steps), and Hosted Training
+  runs only `rl` (and SFT), so the dialect's standalone `evals` config cannot be submitted (its
+  top-level `model = "<weights>"` is exactly the shape the CLI refuses). It is submitted as a
+  one-step run whose `[model] name` is the arm's final broadcast on the volume and whose
+  `[orchestrator.eval]` is the evals config's: prime-rl evaluates the weights it starts from
+  (policy v0) at startup, written as step 1, before its one (discarded) train step on the hub's
+  train split. `[tokenizer] name` is the student's, which also resolves the renderer.
+- Cost: `prime train usage ID -o json` (`total_cost_usd`) when a run ends, kept in the run's
+  ledger (cost.json) for the gate's --max-cost and each arm's metrics; the run header's
+  estimate comes from `prime train models -o json` on-demand prices.
+
+Unknown from the CLI (the server decides; verified only against tests/prime_double.py): where an
+RL run mounts its volume (SFT runs mount it at /volume), whether the platform honours a
+`[resume] dir` on it, how it installs tasksets (configs name them by their Hub id, which prime-rl
+resolves to the same module), and the layout inside runs/<runId>/.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from driver.backends.base import Command, Probe
+from driver.backends.hosted.cli import (
+    CLIError,
+    PrimeCLI,
+    check_login,
+    check_version,
+    cli_version,
+)
+from driver.backends.hosted.publish import publish
+from driver.backends.hosted.records import EVAL_KIND, arm_cost, spent_usd
+from driver.backends.hosted.runner import HostedRunner
+from driver.backends.hosted.submission import check_submission
+from driver.errors import UsageError
+from driver.run.model import RunState
+
+__all__ = ["Hosted", "HostedRunner", "PrimeCLI", "arm_cost", "build", "check_submission", "cost_estimate",
+           "spent_usd"]
+
+ASSUMED_GPUS = 2                        # for the header's estimate, until a run reports gpu_count
+
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """The hosted backend: prime-rl's current generation, run by the platform."""
+    cli: PrimeCLI
+    cli_version: str
+    python: str
+    name: str = "hosted"
+    dialect: str = "current"
+    prime_rl_version: str | None = None
+    version_source: str | None = None
+    stand_in: str | None = None
+
+    def trainer(self) -> Command:
+        return Command((self.cli.exe, "train"))
+
+    def final_evaluator(self) -> Command | None:
+        return Command((self.cli.exe, "train", EVAL_KIND))
+
+    def runner(self) -> HostedRunner:
+        return HostedRunner(self.cli)
+
+    def probe(self) -> Probe | None:
+        return None   # sampling the anchor would be a paid hosted run of its own
+
+    def seed_args(self, seed: int) -> list[str]:
+        return []
+
+    def describe(self) -> str:
+        return (f"prime train on Prime Intellect's Hosted Training (prime CLI {self.cli_version}, "
+                f"{self.cli.exe})")
+
+    def preflight(self, state: RunState) -> str | None:
+        """The student must be a model Hosted Training trains; returns the cost estimate."""
+        try:
+            models = self.cli.json("train", "models", "-o", "json", timeout=120)
+        except CLIError as e:
+            raise UsageError(f"cannot list Hosted Training's models: {e}") from None
+        names = [str(m.get("name")) for m in models.get("available_fft_models") or []
+                 if isinstance(m, dict)]
+        if state.model not in names:
+            raise UsageError(
+                f"--model {state.model} is not a model Hosted Training trains; `prime train models` "
+                f"lists: {', '.join(names) or 'none'}. Pass --model with one of them (or ask for it "
+                "with `prime train request`).")
+        return cost_estimate(state, models)
+
+    def publish_env(self, pkg_dir: Path) -> dict:
+        return publish(self.cli, Path(pkg_dir))
+
+
+def build(prime_rl_dir: str | None = None) -> Hosted:
+    """Refuse, before anything is created, a machine that cannot submit: no `prime` on PATH, a
+    CLI outside the window, not logged in."""
+    exe = shutil.which("prime")
+    if not exe:
+        raise UsageError(
+            "--backend hosted runs the loop on Prime Intellect's Hosted Training through the "
+            "`prime` CLI, which is not on PATH. Install it (`uv tool install prime`, or "
+            "`pip install prime`), log in (`prime login`), then run again.")
+    cli = PrimeCLI(exe)
+    version = cli_version(cli)
+    check_version(version)
+    check_login(cli)
+    return Hosted(cli, version, sys.executable,
+                  version_source=f"Hosted Training's own prime-rl image (prime CLI {version})")
+
+
+def cost_estimate(state: RunState, models: dict) -> str:
+    """One header line: the on-demand GPU-hour price `prime train models` reports for the
+    student's clusters, times ASSUMED_GPUS, over the loop's --budget."""
+    gpu_types = {c.get("gpu_type") for m in models.get("available_fft_models") or []
+                 if isinstance(m, dict) and m.get("name") == state.model
+                 for c in m.get("clusters") or [] if isinstance(c, dict)}
+    offers = [o for o in models.get("on_demand") or []
+              if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
+    fitting = [o for o in offers if o.get("gpu_type") in gpu_types] or offers
+    cap = (f" --max-cost ${state.max_cost_usd:g} ends the loop once the runs have cost that much."
+           if state.max_cost_usd is not None else " Set --max-cost USD to cap what the loop spends.")
+    if not fitting:
+        return ("cost: `prime train models` reports no on-demand price (reserved capacity has "
+                "none); each run's billed cost (`prime train usage`) is recorded as it ends." + cap)
+    best = min(fitting, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
+    price, hours = float(best["price_per_gpu_hour"]), state.budget_seconds / 3600
+    return (f"cost estimate: ${price:.2f}/GPU-hour on demand ({best.get('gpu_type')}); at "
+            f"{ASSUMED_GPUS} GPUs per run (assumed until a run reports its gpu_count) the loop's "
+            f"--budget of {hours:g} h of runs costs up to ${price * ASSUMED_GPUS * hours:,.2f}, "
+            f"and each control arm after it about what one iteration costs "
+            f"({state.steps_per_run} steps of {state.batch_size} rollouts, and a one-step eval "
+            "run); the billed cost of every run (`prime train usage`) is in metrics.json." + cap)

@@ -1,0 +1,399 @@
+"""The hosted runner: a launch is a hosted run, submitted once, found again after a crash, polled
+on `prime train get/progress` JSON (never a log), read back from the volume when it ends, and
+stopped with `prime train stop`."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from driver import faults
+from driver.backends.base import Command
+from driver.backends.hosted.cli import CLIError, PrimeCLI, error_text, parse_json
+from driver.backends.hosted.records import (
+    EVAL_KIND,
+    REMOTE,
+    arm_dir_of,
+    read_record,
+    record_cost,
+    run_dir_of,
+    say,
+    write_record,
+)
+from driver.backends.hosted.submission import (
+    check_submission,
+    eval_config,
+    train_config,
+)
+from driver.backends.process import (
+    Limits,
+    PollResult,
+    count_lines,
+    exit_status,
+    rc_path,
+)
+from driver.errors import DriverError
+from driver.run.files import atomic_write_json, atomic_write_text
+from driver.run.model import TrainerProcess
+from driver.run.rundir import RunDir, now
+from rl_contract.current import RUN_NAME, CurrentLayout
+
+SECRETS = ("WANDB_API_KEY", "HF_TOKEN")  # the only secrets a dedicated run accepts
+TRANSIENT_FAILURES = 20                 # consecutive failed polls before giving up (resume re-attaches)
+_LAYOUT = CurrentLayout()
+
+
+def poll_floor_s() -> float:
+    """The least time between two polls of a hosted run (each one is an API call)."""
+    return float(os.environ.get("DRIVER_HOSTED_POLL_S", "30"))
+
+
+
+@dataclass(frozen=True)
+class HostedRunner:
+    """Launches are hosted runs: submitted once, found again by the id recorded right after
+    submission (or, if the driver died before that, by their unique name), polled on
+    `prime train get/progress` JSON, read back from the volume when they end, stopped with
+    `prime train stop`."""
+    cli: PrimeCLI
+
+    # ---- Runner -------------------------------------------------------------------------------
+    def find(self, recorded: TrainerProcess | None, out: Path) -> TrainerProcess | None:
+        rec = read_record(out)
+        if rec is None or rec.get("settled"):
+            return None
+        if not rec["run_ids"]:
+            # submitted (or about to be) when the driver died, its id never recorded
+            found = self._by_name(rec["name"])
+            if found is None:
+                rec.update(settled=True, outcome="never reached the platform")
+                write_record(out, rec)
+                return None
+            rec["run_ids"].append(found)
+            write_record(out, rec)
+        return self._process(rec, out)
+
+    def launch(self, command: Command, args: list[str], out: Path, log: Path) -> TrainerProcess:
+        kind = "eval" if command.argv[-1] == EVAL_KIND else "train"
+        run_dir = run_dir_of(out)
+        state = RunDir(run_dir).load()
+        arm = arm_dir_of(out, run_dir)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        cfg = train_config(args, run_dir, state, log) if kind == "train" else eval_config(args, run_dir, state)
+        name = f"ssi-{state.env_tag or 'run'}-{arm.name}-{kind}-{secrets.token_hex(3)}"
+        cfg = {"name": name, **cfg}
+        check_submission(cfg)
+        path = arm / f"hosted_{kind}.toml"
+        atomic_write_text(path, f"# {arm.name}: the {kind} run submitted to Hosted Training "
+                                f"(`prime train`), composed from {' '.join(a for a in args if a.endswith('.toml'))}\n"
+                          + tomli_w.dumps(cfg))
+        rec: dict[str, Any] = {"name": name, "kind": kind, "arm": arm.name, "config": str(path),
+                               "volume": state.hosted_volume, "run_ids": [], "resumed_from": [],
+                               "submitted_ts": now(), "settled": False}
+        write_record(out, rec)   # before submitting: a driver killed in between finds it by name
+        self._submit(rec, out, log)
+        return self._process(rec, out)
+
+    def exit_status(self, log: Path) -> int | None:
+        return exit_status(log)
+
+    def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
+             limits: Limits, steps: int, progress: Callable[[], int], interval: float,
+             on_tick: Callable[[int], None] | None) -> PollResult:
+        if tp is None:
+            return PollResult("failed", None, count_lines(eval_file), "no hosted run to poll")
+        out = Path(tp.output_dir)
+        rec = read_record(out)
+        if rec is None:
+            return PollResult("failed", None, 0, f"the record of hosted run {tp.run_id} is gone")
+        interval = max(interval, poll_floor_s())
+        base = tp.start_step if rec["kind"] == "train" else 0
+        last_step: int | None = None
+        last_change = time.monotonic()
+        running_since: float | None = None
+        failures = 0
+        while True:
+            run_id = rec["run_ids"][-1]
+            try:
+                run = self.cli.json("train", "get", run_id, "-o", "json", timeout=120)["run"]
+                failures = 0
+            except (CLIError, ValueError, KeyError, TypeError) as e:
+                failures += 1
+                if failures >= TRANSIENT_FAILURES:
+                    raise DriverError(f"Hosted Training did not answer for run {run_id} "
+                                      f"{failures} times in a row ({e}); it may still be running: "
+                                      "`driver resume` re-attaches to it") from None
+                time.sleep(interval)
+                continue
+            status = str(run.get("status") or "").upper()
+            if status != rec.get("status"):
+                rec["status"] = status
+                write_record(out, rec)
+                say(log, f"run {run_id}: {status}" + (f" ({run['queue_reason']})" if run.get("queue_reason") else ""))
+            if status == "COMPLETED":
+                return self._completed(rec, out, log, tp, eval_file, expected_rows)
+            if status in ("FAILED", "STOPPED"):
+                return self._ended(rec, out, log, status, platform_reason(run))
+            if status == "PAUSED":
+                # a paused run is continued by a new one from its checkpoint, on its volume
+                self._submit(rec, out, log, resume_from=run_id)
+                running_since, last_step = None, None
+                continue
+            t = time.monotonic()
+            # waiting in the queue is not counted against the limits; RUNNING is, and so is a
+            # status this CLI version does not know (the platform may add one)
+            if status not in ("QUEUED", "PENDING", "PAUSING"):
+                running_since = running_since or t
+                step = self._latest_step(run_id)
+                if step != last_step:
+                    last_step, last_change = step, t
+                    if step is not None:
+                        say(log, f"run {run_id}: step {step}")
+                done = max(0, (last_step or 0) - base)
+                silent = t - last_change
+                stalled = None
+                if steps and done == 0 and silent >= limits.startup_s:
+                    stalled = f"no train step within {limits.startup_s:.0f}s of running (--startup-timeout)"
+                elif 0 < done < steps and silent >= limits.stall_s:
+                    stalled = f"no new train step for {limits.stall_s:.0f}s (--stall-timeout)"
+                elif done >= steps and silent >= (limits.eval_s if steps else limits.startup_s + limits.eval_s):
+                    stalled = f"not finished {silent:.0f}s after its last step (--eval-timeout)"
+                if stalled:
+                    return PollResult("stalled", None, 0, f"hosted run {run_id}: {stalled}")
+                if t - running_since >= limits.cap_s(steps):
+                    return PollResult("timeout", None, 0, f"hosted run {run_id} still running after "
+                                      f"{limits.cap_s(steps):.0f}s, the longest a working arm takes")
+            if on_tick:
+                on_tick(0)
+            time.sleep(interval)
+
+    def stop(self, tp: TrainerProcess) -> None:
+        out = Path(tp.output_dir)
+        rec = read_record(out)
+        run_id = tp.run_id or (rec or {}).get("run_ids", [None])[-1]
+        if run_id is None:
+            return
+        r = self.cli.run("train", "stop", run_id, "-f", timeout=300)
+        if r.returncode != 0:
+            raise DriverError(f"`prime train stop {run_id}` failed ({error_text(r)}); stop it by "
+                              "hand before resuming")
+        if rec is not None:
+            log = self._log_of(rec, out)
+            say(log, f"run {run_id}: stopped by the driver")
+            self._settle(rec, out, log, 1, "stopped by the driver")
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _process(self, rec: dict, out: Path) -> TrainerProcess:
+        return TrainerProcess(pid=0, create_time=0.0, output_dir=str(out), config_paths=[rec["config"]],
+                              launched_ts=rec["submitted_ts"], run_id=rec["run_ids"][-1])
+
+    def _log_of(self, rec: dict, out: Path) -> Path:
+        return Path(rec.get("log") or Path(out) / "hosted.log")
+
+    def _submit(self, rec: dict, out: Path, log: Path, resume_from: str | None = None) -> str:
+        args = ["train", rec["config"], "--yes", "--output", "json", "--volume", rec["volume"]]
+        for key in SECRETS:
+            if os.environ.get(key):
+                args += ["-e", key]
+        if resume_from:
+            args += ["--resume-from", resume_from]
+        rec["log"] = str(log)
+        r = self.cli.run(*args)
+        faults.point("hosted:after-submit")
+        if r.returncode != 0:
+            say(log, f"`prime train` refused {Path(rec['config']).name}: {error_text(r)}")
+            if not resume_from:
+                rec.update(settled=True, outcome="refused at submission")
+                write_record(out, rec)
+            raise DriverError(f"[{rec['arm']}] `prime train {Path(rec['config']).name}` failed: "
+                              f"{error_text(r)}")
+        try:
+            run_id = str(parse_json(r.stdout)["run"]["runId"])
+        except (ValueError, KeyError, TypeError):
+            raise DriverError(f"`prime train` printed no run id: {r.stdout[-500:]}") from None
+        rec["run_ids"].append(run_id)
+        if resume_from:
+            rec["resumed_from"].append(resume_from)
+        rec["status"] = None
+        write_record(out, rec)   # the id is recorded before anything else happens
+        say(log, f"submitted {rec['name']} as run {run_id}" +
+            (f", continuing paused run {resume_from}" if resume_from else "") +
+            f" (volume {rec['volume']}, config {rec['config']})")
+        return run_id
+
+    def _by_name(self, name: str) -> str | None:
+        data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
+        hits = [r for r in data.get("runs") or [] if isinstance(r, dict) and r.get("name") == name]
+        return str(hits[0]["id"]) if hits else None
+
+    def _latest_step(self, run_id: str) -> int | None:
+        try:
+            step = self.cli.json("train", "progress", run_id, timeout=120).get("latest_step")
+        except (CLIError, ValueError, AttributeError):
+            return None
+        return int(step) if isinstance(step, int) else None
+
+    def _listing(self, volume: str, run_id: str) -> list[str]:
+        """Every file of a run on the volume (paths relative to the volume root)."""
+        entries = self.cli.json("volumes", "ls", volume, f"runs/{run_id}/", "-R", "-o", "json")
+        return [str(e["path"]) for e in entries if isinstance(e, dict) and e.get("type") == "file"]
+
+    def _get(self, volume: str, remote: str, local: Path) -> None:
+        """Download one file, atomically: it is at `local` complete, or not at all."""
+        local.parent.mkdir(parents=True, exist_ok=True)
+        tmp = local.with_name(local.name + ".part")
+        tmp.unlink(missing_ok=True)
+        r = self.cli.run("volumes", "get", volume, remote, str(tmp))
+        if r.returncode != 0 or not tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            raise DriverError(f"`prime volumes get {volume} {remote}` failed: {error_text(r)}; "
+                              "`driver resume` downloads it again")
+        os.replace(tmp, local)
+
+    def _roots(self, rec: dict) -> dict[str, tuple[str, list[str]]]:
+        """Each run of the launch: its prime-rl run dir R on the volume and its files."""
+        out = {}
+        for run_id in rec["run_ids"]:
+            files = self._listing(rec["volume"], run_id)
+            root = run_root(files, run_id)
+            if root is not None:
+                out[run_id] = (root, files)
+        return out
+
+    def _completed(self, rec: dict, out: Path, log: Path, tp: TrainerProcess, eval_file: Path,
+                   expected_rows: int) -> PollResult:
+        roots = self._roots(rec)
+        if not roots:
+            say(log, "the run wrote no prime-rl run directory to the volume")
+            return self._settle(rec, out, log, 1, f"hosted run {rec['run_ids'][-1]} completed but "
+                                "left no rollouts on the volume")
+        rec["root"] = roots[max(roots, key=rec["run_ids"].index)][0]
+        write_record(out, rec)
+        faults.point("hosted:before-download")
+        if rec["kind"] == "train":
+            self._download_train(rec, out, tp, roots, log)
+            return self._settle(rec, out, log, 0, "")
+        rows = self._download_eval(rec, eval_file, roots)
+        if rows < expected_rows:
+            return self._settle(rec, out, log, 1, f"the eval run wrote {rows}/{expected_rows} eval rows")
+        return self._settle(rec, out, log, 0, "", rows)
+
+    def _download_train(self, rec: dict, out: Path, tp: TrainerProcess,
+                        roots: dict[str, tuple[str, list[str]]], log: Path) -> None:
+        """The train rollouts of every new step (the teacher's evidence, the train reward) and,
+        for the final step's checkpoint trees, where they are on the volume."""
+        final = tp.final_step or 0
+        order = sorted(roots, key=rec["run_ids"].index)   # a later run of the chain wins
+        for step in range(tp.start_step + 1, final + 1):
+            rel = f"rollouts/step_{step}/train/all/traces.jsonl"
+            src = next((f"{roots[r][0]}/{rel}" for r in reversed(order)
+                        if f"{roots[r][0]}/{rel}" in roots[r][1]), None)
+            local = _LAYOUT.train_file(out, step)
+            if src and not local.exists():
+                self._get(rec["volume"], src, local)
+        for tree in _LAYOUT.checkpoint_trees(out, final):
+            rel = tree.relative_to(Path(out) / RUN_NAME).as_posix()
+            for r in reversed(order):
+                root, files = roots[r]
+                inside = [f for f in files if f.startswith(f"{root}/{rel}/")]
+                if inside:
+                    tree.mkdir(parents=True, exist_ok=True)
+                    atomic_write_json(tree / REMOTE, {"volume": rec["volume"], "path": f"{root}/{rel}",
+                                                      "run_id": r, "files": len(inside),
+                                                      "get": f"prime volumes get {rec['volume']} {root}/{rel}"})
+                    break
+        say(log, f"read back {final - tp.start_step} steps of train rollouts; the final "
+                 f"checkpoint stays on volume {rec['volume']} under {rec['root']}")
+
+    def _download_eval(self, rec: dict, eval_file: Path,
+                       roots: dict[str, tuple[str, list[str]]]) -> int:
+        """The startup eval of the eval run, cut to its numbers as it is read."""
+        found = sorted((int(m.group(1)), f) for r in roots for f in roots[r][1]
+                       if (m := re.fullmatch(re.escape(roots[r][0]) + r"/rollouts/step_(\d+)/eval/all/traces\.jsonl", f)))
+        if not found:
+            return 0
+        tmp = eval_file.with_name(eval_file.name + ".remote")
+        self._get(rec["volume"], found[0][1], tmp)
+        try:
+            lines = [json.dumps(numbers_only(json.loads(line))) + "\n"
+                     for line in tmp.read_text().splitlines() if line.strip()]
+        except ValueError as e:
+            raise DriverError(f"the eval run's traces are not JSON lines ({e})") from None
+        finally:
+            tmp.unlink(missing_ok=True)
+        atomic_write_text(eval_file, "".join(lines))
+        return len(lines)
+
+    def _ended(self, rec: dict, out: Path, log: Path, status: str, reason: str) -> PollResult:
+        say(log, f"run {rec['run_ids'][-1]}: {status}: {reason}")
+        return self._settle(rec, out, log, 1, f"Hosted Training reports run {rec['run_ids'][-1]} "
+                                              f"{status}: {reason}")
+
+    def _settle(self, rec: dict, out: Path, log: Path, rc: int, detail: str, rows: int = 0) -> PollResult:
+        """The launch has ended: its cost into the ledger, its exit status beside its log."""
+        cost = 0.0
+        for run_id in rec["run_ids"]:
+            try:
+                cost += float(self.cli.json("train", "usage", run_id, "-o", "json",
+                                            timeout=120).get("total_cost_usd") or 0.0)
+            except (CLIError, ValueError, AttributeError):
+                say(log, f"`prime train usage {run_id}` failed: its cost is not counted")
+        record_cost(run_dir_of(out), rec["name"], {"arm": rec["arm"], "kind": rec["kind"],
+                                                   "run_ids": rec["run_ids"], "cost_usd": round(cost, 6),
+                                                   "outcome": "completed" if rc == 0 else "failed"})
+        rec.update(settled=True, outcome=detail or "completed", cost_usd=round(cost, 6))
+        write_record(out, rec)
+        atomic_write_text(rc_path(log), f"{rc}\n")
+        say(log, f"{rec['kind']} launch ended ({'ok' if rc == 0 else detail}); cost ${cost:.4f}")
+        return PollResult("done" if rc == 0 else "failed", rc, rows, detail)
+
+
+def run_root(files: list[str], run_id: str) -> str | None:
+    """prime-rl's run directory R inside runs/<run_id>/: where its rollouts or checkpoints are
+    (the platform picks the output dir; R is <output dir>/<run.name>)."""
+    pat = re.compile(rf"^(runs/{re.escape(run_id)}/(?:[^/]+/)*?{re.escape(RUN_NAME)})/"
+                     r"(?:rollouts|checkpoints|broadcasts)/step_\d+/")
+    roots = {m.group(1) for f in files if (m := pat.match(f))}
+    return min(roots, key=len) if roots else None
+
+
+def platform_reason(run: dict) -> str:
+    """Why the platform says a run ended: its error message and failure analysis."""
+    parts = [str(run["error_message"])] if run.get("error_message") else []
+    fa = run.get("failure_analysis")
+    if isinstance(fa, dict):
+        if fa.get("rootCause"):
+            parts.append(f"root cause: {fa['rootCause']}")
+        ev = [str(e) for e in fa.get("evidence") or []][:3]
+        if ev:
+            parts.append("evidence: " + "; ".join(ev))
+    return ". ".join(parts) or "no reason given (`prime train logs RUN_ID` shows its logs)"
+
+
+def numbers_only(episode: dict) -> dict:
+    """An eval episode cut to what the numeric reader uses (the task key, the env's name, ok,
+    and each trace's reward scores, weights and numeric metrics): no prompt, completion,
+    answer or info of an eval row is ever kept on this machine."""
+    def num(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+    traces = []
+    for tr in episode.get("traces") or []:
+        if not isinstance(tr, dict):
+            continue
+        traces.append({
+            "rewards": {str(k): {"score": float(r["score"]) if num(r.get("score")) else 0.0,
+                                 "weight": float(r["weight"]) if num(r.get("weight")) else 1.0}
+                        for k, r in (tr.get("rewards") or {}).items() if isinstance(r, dict)},
+            "metrics": {str(k): float(v) for k, v in (tr.get("metrics") or {}).items() if num(v)}})
+    return {"task": {"key": (episode.get("task") or {}).get("key")},
+            "env": {"name": (episode.get("env") or {}).get("name")},
+            "ok": bool(episode.get("ok", True)), "traces": traces}

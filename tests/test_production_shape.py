@@ -1,0 +1,71 @@
+"""The trainer double shaped like an arm on real GPUs: a slow start (vLLM and the trainer
+loading), a final eval that writes its file once at the end, an eval longer than the poll's cap,
+and a trainer that ignores SIGTERM. A slow, healthy arm is never stopped as stalled; an arm that
+is stopped is gone before the next arm starts; no two arms ever run at once."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import psutil
+import pytest
+
+from conftest import DOUBLE, FAST, driver, driver_env, launches, run_dir_from
+
+# limits scaled down from the prime_rl defaults (1 h start-up, 30 min between steps, 2 h eval)
+LIMITS = ["--startup-timeout", "15s", "--stall-timeout", "3s", "--eval-timeout", "10s"]
+
+
+def _overlaps(tmp_path) -> list[dict]:
+    return [launch for launch in launches(tmp_path) if launch["alive_before"]]
+
+
+# the current dialect's twin runs in CI's extended command (the main suite's 15-minute budget)
+@pytest.mark.parametrize("dialect", ["classic", pytest.param("current", marks=pytest.mark.extended)])
+def test_a_slow_start_and_an_eval_written_once_at_the_end_are_not_stalls(tmp_path, runs, dialect):
+    """Silent for longer than --stall-timeout at start-up and during the final eval, as a GPU
+    arm is, yet working: every arm completes, none is stopped or relaunched."""
+    extra = {"DOUBLE_STARTUP_SECONDS": "4", "DOUBLE_EVAL_SECONDS": "4"}
+    if dialect == "current":
+        extra.update(DRIVER_PRIME_RL_VERSION="0.8.1.dev67",
+                     DRIVER_EVALS_COMMAND=f"{sys.executable} {DOUBLE} --evals")
+    r = driver(["run", "--max-iters", "2", *FAST, *LIMITS, "--runs-dir", str(runs)],
+               driver_env(tmp_path, **extra), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
+    assert state["status"] == "max_iters_reached" and not state["phase4_errors"]
+    assert len({launch["output_dir"] for launch in launches(tmp_path)}) == len(launches(tmp_path))
+    assert _overlaps(tmp_path) == []
+
+
+def test_a_stalled_control_that_ignores_sigterm_is_gone_before_the_next_control_starts(tmp_path, runs):
+    """run A hangs after a step and ignores SIGTERM: it is stopped (SIGKILL after the grace),
+    recorded as failed, and only then does run B start; the run goes on to the summary."""
+    env = driver_env(tmp_path, DOUBLE_SHAPE_ARM="run_a_best_from_iter0", DOUBLE_HANG_AT_STEP="5",
+                     DOUBLE_IGNORE_TERM="1")
+    r = driver(["run", "--max-iters", "2", *FAST, *LIMITS, "--runs-dir", str(runs)], env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    state = json.loads((rd / "run.json").read_text())
+    [error] = state["phase4_errors"]
+    assert error.startswith("run_a: ") and "no new train step or eval row for 3s" in error
+    by_arm = {launch["output_dir"].split("/")[-2]: launch for launch in launches(tmp_path)}
+    hung = by_arm["run_a_best_from_iter0"]["pid"]
+    assert not psutil.pid_exists(hung) or psutil.Process(hung).status() == psutil.STATUS_ZOMBIE
+    assert "run_b_combined_from_base" in by_arm and _overlaps(tmp_path) == []
+    assert [c["run"] for c in json.loads((rd / "metrics.json").read_text())["controls"]] == ["run_b", "run_c"]
+
+
+def test_an_arm_past_its_poll_cap_is_stopped_and_recorded_never_left_running(tmp_path, runs):
+    """run A keeps writing eval rows (so it never looks stalled) for far longer than any working
+    arm takes under its limits: the cap stops it, records it, and run B starts after it is gone."""
+    env = driver_env(tmp_path, DOUBLE_SHAPE_ARM="run_a_best_from_iter0", DOUBLE_EVAL_ROW_SECONDS="0.5")
+    t0 = time.monotonic()
+    r = driver(["run", "--max-iters", "2", *FAST, *LIMITS, "--runs-dir", str(runs)], env, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
+    [error] = state["phase4_errors"]
+    # cap = start-up + 3 steps x stall + eval = 15 + 9 + 10 s; run A alone would take 100 s more
+    assert error.startswith("run_a: ") and "no completion after 34s" in error
+    assert _overlaps(tmp_path) == [] and time.monotonic() - t0 < 300
