@@ -58,6 +58,8 @@ class SampleRequest(EnvRequest):
 class ScoreRequest(EnvRequest):
     dataset: str                # the generated rows (JSONL)
     system_prompt: str = ""     # a taskset's (a classic env scores with its own)
+    # a classic env: hub_env.json's reward_reads_env_state; None: the job looks itself
+    reward_reads_env_state: dict[str, Any] | None = None
 
 
 class StudentRequest(EnvRequest):
@@ -100,6 +102,9 @@ class HubInfo(_Model):
     eval_args: dict[str, Any] | None = None
     # a classic env: the class a generated env is built on, and why ({"class", "module", "why"})
     generated_env_class: dict[str, str | None] | None = None
+    # a classic env: whether a reward scores against the env's own state, not the row
+    # ({"verdict": "yes" | "no" | "undetermined", "funcs", "evidence", "scorer"}; row_truth.py)
+    reward_reads_env_state: dict[str, Any] | None = None
 
     def as_dict(self) -> dict:
         """The fields the job set (a classic env's has no taskset fields)."""

@@ -166,7 +166,9 @@ def package_name(dataset: str, suffix: str, tag: str | None = None) -> str:
 def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     """Write an environment package whose load_environment returns the hub env's class with the
     hub's parser, rubric and system prompt; only the rows differ. The rows ship inside the
-    package directory, so two generated packages never share a file. A taskset hub gets a
+    package directory, so two generated packages never share a file. Where a hub reward reads
+    the env's own state (hub_env.json's reward_reads_env_state), envside/row_truth.py ships
+    beside the module, which scores that reward from each row's info.entry. A taskset hub gets a
     taskset package instead (tasksets.write_package)."""
     aux = Path(dataset_path).parent / "aux_rewards.py"
     if kind_of(hub) == tasksets.KIND:
@@ -177,7 +179,8 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
         pyproject, module, values = tasksets.package_templates(hub)
     else:
         pyproject, module = "classic/env_pyproject.toml.j2", "classic/env_module.py.j2"
-        values = {"hub_env_id": hub["env_id"], "hub_env_args": hub.get("env_args", {})}
+        values = {"hub_env_id": hub["env_id"], "hub_env_args": hub.get("env_args", {}),
+                  "row_truth": row_truth(hub)}
     pkg_root = dest / name
     mod_dir = pkg_root / name
     mod_dir.mkdir(parents=True, exist_ok=True)
@@ -185,11 +188,38 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(name=name))
     (mod_dir / "__init__.py").write_text(render.get_template(module).render(name=name, **values))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
+    truth = mod_dir / "row_truth.py"
+    if values.get("row_truth"):   # the module imports it (envside/row_truth.py, as the gate scores)
+        shutil.copyfile(envside.CALL.parent / "row_truth.py", truth)
+    elif truth.exists():
+        truth.unlink()
     if aux.exists():  # checked by driver/gates/aux_rewards.py before it gets here
         shutil.copyfile(aux, mod_dir / "aux_rewards.py")
     elif (mod_dir / "aux_rewards.py").exists():
         (mod_dir / "aux_rewards.py").unlink()
     return pkg_root
+
+
+def row_truth(hub: dict) -> dict | None:
+    """hub_env.json's reward_reads_env_state when a reward reads the env's own state and the env
+    holds a scorer: the generated env scores that reward from the row's info.entry."""
+    record = hub.get("reward_reads_env_state") or {}
+    return record if record.get("verdict") == "yes" and record.get("scorer") else None
+
+
+def refuse_unscorable(hub: dict) -> None:
+    """Stop before iter_0 when a reward reads the env's own state and the env exposes no scorer
+    a generated env could call instead: no generated row could be scored."""
+    record = hub.get("reward_reads_env_state") or {}
+    if record.get("verdict") == "yes" and not record.get("scorer"):
+        raise DriverError(
+            f"{hub['env_id']}'s reward ({', '.join(record.get('funcs') or [])}) reads the env's own state, "
+            f"not the row: {record.get('evidence', '')}. Rows a teacher writes cannot be scored by it. A "
+            "generated env scores such a reward through the env's own scorer: the env needs an attribute "
+            "holding an object with score_answer(answer, entry) (answer: the completion as the hub's "
+            "parser parses it; entry: a row's ground truth, which a generated row carries as info.entry), "
+            "as ReasoningGymEnv's rg_dataset has. Give the env such an attribute, or use an env whose "
+            "reward scores from the row, and start the run again.", exit_code=2)
 
 
 def write_selection_package(dest: Path, name: str, hub: dict) -> Path:

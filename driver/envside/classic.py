@@ -12,6 +12,7 @@ import inspect
 import logging
 
 import fingerprint
+import row_truth
 import rows
 import verifiers as vf
 
@@ -168,6 +169,7 @@ def introspect(req: dict) -> dict:
         "selection": _selection(req),
         "info_keys_read": _info_keys_read(env, train),
         "generated_env_class": _generated_env_class(env),
+        "reward_reads_env_state": row_truth.detect(env, train),
     }
     return {"hub": hub, "fingerprints": fingerprint.fingerprint_rows(ev)}
 
@@ -206,11 +208,18 @@ class _Catch(logging.Handler):
 
 def score_rows(req: dict) -> dict:
     """The ACCURATE gate: the env's rubric scores each generated row's info.reasoning as the
-    completion. {"ceiling": the sum of the positive weights, "rows": [{"line", "template",
-    "reward", "errors"}]}."""
+    completion; where a reward reads the env's own state (row_truth.py), the rubric the generated
+    env gets, which scores that reward from the row's info.entry. {"ceiling": the sum of the
+    positive weights, "rows": [{"line", "template", "reward", "errors"}]}."""
     from verifiers.types import State
 
     env = _load(req)
+    record = req.get("reward_reads_env_state")
+    if record is None:   # not recorded (validate --env, an older hub_env.json): look now
+        record = row_truth.detect(env, _train(env))
+    if record.get("verdict") == "yes" and record.get("scorer"):
+        # the generated env's rubric: the hub's scorer on each row's info.entry (row_truth.py)
+        row_truth.swap(env, env.rubric, record)
     ceiling = sum(w for w in _weights(env.rubric) if w > 0)
     catch = _Catch()
     logging.getLogger().addHandler(catch)

@@ -7,7 +7,9 @@ introspection loads it, never in the generator's guarded process: the env-side j
 (driver/envside/classic.py, or taskset.py for a v1 taskset) scores. A reward function that raises
 is caught by the rubric and scores 0; the exception's text, which the rubric only logs, is
 captured per row so the gate can say, e.g., that the rows lack an `info` key the rubric reads.
-Only generated rows are scored; the eval split is never touched.
+Only generated rows are scored; the eval split is never touched. Where a hub reward reads the
+env's own state rather than the row (driver/envside/row_truth.py), the rows are scored by the
+rubric the generated env gets: that reward is the env's scorer on the row's info.entry.
 """
 from __future__ import annotations
 
@@ -23,13 +25,18 @@ def score_hub_rows(python: str, hub: dict, dataset: Path) -> dict:
         return _score(python, envside.JOBS[tasksets.KIND].score_rows, envside.ScoreRequest(
             env_id=hub["env_id"], env_args=tasksets.train_fields(hub), dataset=str(dataset),
             system_prompt=hub.get("system_prompt") or ""))
-    return score_rows(python, hub["env_id"], hub.get("env_args"), dataset)
+    return score_rows(python, hub["env_id"], hub.get("env_args"), dataset, hub.get("reward_reads_env_state"))
 
 
-def score_rows(python: str, env_id: str, env_args: dict | None, dataset: Path) -> dict:
-    """{"ceiling": full reward, "rows": [{"line", "template", "reward", "errors"}]}."""
+def score_rows(python: str, env_id: str, env_args: dict | None, dataset: Path,
+               reward_reads_env_state: dict | None = None) -> dict:
+    """{"ceiling": full reward, "rows": [{"line", "template", "reward", "errors"}]}. Where a hub
+    reward reads the env's own state (hub_env.json's reward_reads_env_state; looked up by the
+    job when None), the rows are scored by the generated env's rubric: that reward is the env's
+    scorer on the row's info.entry (driver/envside/row_truth.py)."""
     return _score(python, envside.JOBS[envside.CLASSIC].score_rows,
-                  envside.ScoreRequest(env_id=env_id, env_args=env_args or {}, dataset=str(dataset)))
+                  envside.ScoreRequest(env_id=env_id, env_args=env_args or {}, dataset=str(dataset),
+                                       reward_reads_env_state=reward_reads_env_state))
 
 
 def _score(python: str, action: envside.Action[envside.ScoreRequest, envside.Scored],

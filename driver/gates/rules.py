@@ -121,8 +121,10 @@ LINES: tuple[GateLine, ...] = (
              "the hub env's own rubric, scoring info.reasoning as the completion against the row's "
              "answer and info, gives its full reward (the sum of its positive weights) on every "
              "row. A row without an info key the rubric reads scores less: hub_env.json's "
-             "info_keys_read lists them. Failures are named by template and line, with the "
-             "reward function's own error text"),
+             "info_keys_read lists them. Where hub_env.json's reward_reads_env_state has verdict "
+             "yes (the reward scores against the env's own data, not the row), that reward is the "
+             "env's scorer on the row's info.entry, so every row carries its ground truth there. "
+             "Failures are named by template and line, with the reward function's own error text"),
     GateLine("decontam", "no overlap with the eval split (blind)", "question",
              "no question covers most of the rare word 8-grams of any single eval row of the hub "
              "env (checked blind: only hashes of the eval split reach the driver; a reworded copy "

@@ -80,6 +80,11 @@ def _introspect(ctx: Ctx) -> None:
     faults.point("introspect:before-write")
     atomic_write_json(ctx.rd.hub_env_json, info)
     ctx._hub = info
+    try:   # a reward that reads the env's state, and no scorer to call instead: no resume fixes it
+        envs.refuse_unscorable(info)
+    except DriverError:
+        ctx.aborted("the hub reward reads the env's own state and the env exposes no scorer")
+        raise
     ctx.say(f"[introspect] {env_id}: {info['env_class']} / {info['parser_class']} / "
             f"{info['rubric_class']}; train {info['train_size']}, eval {info['eval_size']}")
 
