@@ -1,5 +1,8 @@
 """The built-in tiny student: a character-level tokenizer with a chat template, a small Qwen2,
-and a warm start by SFT on the reference completions that the hub env's *train* rows carry.
+and a warm start by SFT on completions for the hub env's *train* rows: the reference completions
+they carry (corpus=train), a stream of fresh rows from the env's package (corpus=stream), or the
+completions a user's solver wrote for them that the env's rubric scored at full reward
+(corpus=solver; `driver run --student-solver`).
 
 It uses the same Hugging Face classes a real Qwen uses, so everything downstream (generation,
 log-probs, save_pretrained) is the production code path; only the size differs. The model is
@@ -32,14 +35,18 @@ CHAT_TEMPLATE = (
 
 DEFAULTS = {"hidden_size": 128, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 1024,
             "sft_steps": 1500, "sft_batch": 32, "sft_lr": 3e-3, "seed": 0, "corpus": "train",
-            "init": ""}
+            "init": "", "solver": ""}
 # `init=tiny-char-qwen2-<key>` continues the SFT from another recipe's model (shipped prebuilt or
 # already cached) instead of fresh weights: a second warm-start stage. The architecture is the
 # init model's; the size settings are then unused.
-CORPORA = ("train", "stream")
+CORPORA = ("train", "stream", "solver")
 # `corpus=stream` asks the env's package for `warm_start_corpus(count, seed, **options)`: fresh
 # rows, each seen once, instead of epochs over the train split. Options are passed as `c_<name>`.
 CORPUS_OPTION = "c_"
+# `corpus=solver&solver=<hash>` reads the corpus file `solver-<hash>.jsonl` under corpus_root():
+# train rows (their prompt, a completion in info.reference_completion) that a user's solver
+# answered at the env's full reward, written by driver/envside/student.py and keyed by the hash
+# of its content, so the model built from it is keyed by it too.
 
 
 def is_recipe(name: str) -> bool:
@@ -80,6 +87,9 @@ def parse_recipe(name: str) -> dict:
             spec[key] = type(DEFAULTS[key])(value)
     if spec["corpus"] not in CORPORA:
         raise ValueError(f"corpus must be one of {', '.join(CORPORA)}, not {spec['corpus']!r}")
+    if spec["corpus"] == "solver" and not spec["solver"]:
+        raise ValueError("corpus=solver needs solver=<hash>, the corpus `driver run "
+                         "--student-solver PATH` builds and names")
     return spec
 
 
@@ -117,14 +127,32 @@ def cache_root() -> Path:
     return Path(base) / "models"
 
 
+def corpus_root() -> Path:
+    """Where warm-start corpora are kept (beside the models: one cache)."""
+    return cache_root().parent / "corpora"
+
+
+def solver_corpus_path(digest: str) -> Path:
+    return corpus_root() / f"solver-{digest}.jsonl"
+
+
 def corpus_rows(spec: dict, env, env_key: str) -> list[dict]:
-    """The rows the warm start reads: the env's train split, or a stream of fresh rows from its
-    package (`warm_start_corpus`), one per SFT example drawn, so none is seen twice."""
+    """The rows the warm start reads: the env's train split, a stream of fresh rows from its
+    package (`warm_start_corpus`), one per SFT example drawn, so none is seen twice, or the
+    solver corpus (train rows only) that `driver run --student-solver` wrote."""
     if spec["corpus"] == "train":
         return list(env.get_dataset())
     import importlib
 
     from embedded_trainer.errors import TrainerError
+
+    if spec["corpus"] == "solver":
+        path = solver_corpus_path(spec["solver"])
+        if not path.exists():
+            raise TrainerError(f"corpus=solver&solver={spec['solver']}: {path} is gone (the cache "
+                               "was cleared?). `driver run --student-solver PATH` writes it again.")
+        with open(path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
 
     module = json.loads(env_key)["id"].split("/")[-1].replace("-", "_")
     make = getattr(importlib.import_module(module), "warm_start_corpus", None)
@@ -166,6 +194,7 @@ def sft(model, examples, spec: dict, log=print) -> dict:
     rng = random.Random(spec["seed"])
     torch.manual_seed(spec["seed"])
     stream = spec["corpus"] == "stream"   # each example once, in order
+    every = max(1, min(50, spec["sft_steps"] // 20))   # progress lines: at least 20 a build
     opt = torch.optim.AdamW(model.parameters(), lr=spec["sft_lr"], betas=(0.9, 0.98))
     steps, bsz, warm = spec["sft_steps"], spec["sft_batch"], max(1, spec["sft_steps"] // 12)
     model.train()
@@ -192,8 +221,10 @@ def sft(model, examples, spec: dict, log=print) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         loss_v = loss.item()
-        if step % 50 == 0 or step == steps:
-            log(f"sft step {step}/{steps} loss {loss_v:.4f} ({time.time() - t0:.0f}s)")
+        if step % every == 0 or step == steps:
+            spent = time.time() - t0
+            log(f"sft step {step}/{steps} loss {loss_v:.4f} ({spent:.0f}s, eta "
+                f"{spent / step * (steps - step):.0f}s)")
     model.eval()
     return {"sft_steps": steps, "final_loss": loss_v, "seconds": round(time.time() - t0, 1),
             "shared_prefix_tokens": len(prefix)}
@@ -205,9 +236,9 @@ def model_dir_name(name: str, env_key: str) -> str:
     spec = parse_recipe(name)
     # the train corpus depends on the env's args (its rows); a stream only on the env's package.
     # `corpus=train` stays out of the key so models built before the setting existed still match
-    # (likewise `init` when empty)
+    # (likewise `init` and `solver` when empty). A solver corpus is keyed by its content's hash.
     keyed = {k: v for k, v in spec.items()
-             if not (k == "corpus" and v == "train") and not (k == "init" and not v)}
+             if not (k == "corpus" and v == "train") and not (k in ("init", "solver") and not v)}
     source = env_key if spec["corpus"] == "train" else json.loads(env_key)["id"]
     key = hashlib.sha256(json.dumps({"spec": keyed, "env": source, "chars": CHARS,
                                      "template": CHAT_TEMPLATE, "v": 1},

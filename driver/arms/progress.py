@@ -1,7 +1,9 @@
 """Training progress read from the output layout: the newest train step on disk of the arm's
-max_steps, a rate from the steps' file times, and an ETA. Never from the trainer's log."""
+max_steps, a rate from the steps' file times, and an ETA. Never from the trainer's log, but for
+what precedes the first step and writes no file: the built-in student's build (student_build)."""
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -42,3 +44,27 @@ def bar(fraction: float, width: int = 20) -> str:
 def line(name: str, p: dict) -> str:
     return (f"[{name}] step {p['step']}/{p['max_steps']} {bar(p['fraction'])} "
             f"{100 * p['fraction']:.0f}% · eta {duration(p['eta_s'])}")
+
+
+# The embedded trainer builds its built-in student (embedded_trainer/recipe.py) inside the
+# launch, before its first train step; no file of the output layout shows that, so its log does.
+_SFT = re.compile(r"^sft step (\d+)/(\d+) loss (\S+) \((\d+)s, eta (\d+)s\)$")
+
+
+def student_build(log: Path) -> str | None:
+    """The built-in student's build as its last `sft step` line in the launch's log says it
+    (step, loss, eta), or None when the log shows none. Read from the log's tail only."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            tail = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for text in reversed(tail):
+        m = _SFT.match(text.strip())
+        if m:
+            step, steps, loss, _, eta = m.groups()
+            return (f"building the student: sft step {step}/{steps} loss {loss} · "
+                    f"eta {duration(float(eta))}")
+    return None

@@ -207,9 +207,24 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
     tty = sys.stderr.isatty()
     run_out = out if start < final else None    # a final eval has no train steps to show
 
+    # before the first train step: the built-in student's build, each new line of it
+    build_shown: list[str | None] = [None]
+    building = [run_out is not None]
+
     def tick(rows):
         faults.point("train:poll")
         t = time.monotonic()
+        if building[0] and not ctx.quiet:
+            if progress.training(ctx.dialect, out, tp.start_step, final, None)["step"] > tp.start_step:
+                building[0] = False
+            else:
+                build = progress.student_build(log)
+                if build and build != build_shown[0]:
+                    build_shown[0], last_shown[0] = build, t
+                    text = f"[{label}] {build}"
+                    print(("\r" + text + "   ") if tty else text, end="" if tty else "\n",
+                          file=sys.stderr, flush=True)
+                    return
         if t - last_shown[0] >= (1.0 if tty else PROGRESS_EVERY_S) and not ctx.quiet:
             last_shown[0] = t
             if run_out is None and not rows:

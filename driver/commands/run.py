@@ -3,7 +3,8 @@
 Everything `driver resume` cannot fix is refused here, before the run directory exists: a bad
 flag, an unknown backend or a missing trainer, a base config prime-rl would reject, an
 --init-from directory that lacks what iter_0 is reused from (or whose iter_0 is of another
-dialect, hub env or model), a built-in student the embedded trainer cannot build for the env.
+dialect, hub env or model), a built-in student the embedded trainer cannot build for the env,
+a --student-solver that answers too few of the env's train rows at full reward.
 """
 from __future__ import annotations
 
@@ -137,12 +138,15 @@ def _check_student(state, backend) -> None:
     shipped, and no corpus to warm-start it from (the stream's `warm_start_corpus` in the env's
     package, or train rows with `info.reference_completion`). One job in the training
     interpreter (driver/envside/student.py) reads the facts; an env that does not load is left
-    to introspection, which reports it."""
+    to introspection, which reports it. With --student-solver, the solver's corpus is built
+    first and the student named by it (_solver_corpus)."""
     if backend.name != "local" or not state.model.startswith("builtin:"):
         return
     from driver.envs import envside
     from driver.errors import UsageError
 
+    if state.student_solver:
+        _solver_corpus(state, backend)
     try:
         got = envside.call(backend.python, envside.STUDENT_CHECK, envside.StudentRequest(
             env_id=state.dataset, env_args=state.env_args, model=state.model))
@@ -153,6 +157,62 @@ def _check_student(state, backend) -> None:
     why = student_refusal(got, state.model, state.dataset)
     if why:
         raise UsageError(why + "\n" + student_routes(got, state.dataset))
+
+
+def _solver_corpus(state, backend) -> None:
+    """--student-solver: run the solver on the env's train rows in the training interpreter
+    (driver/envside/student.py), refuse when too few pass the env's rubric at full reward
+    (run/model.py's floor), else point --model at the corpus (recipe corpus=solver)."""
+    from pathlib import Path
+
+    from driver.envs import envside
+    from driver.errors import UsageError
+    from driver.run.model import SOLVER_MIN_ROWS, SOLVER_MIN_SHARE
+
+    path = Path(state.student_solver).expanduser()
+    if not path.is_file():
+        raise UsageError(f"--student-solver {state.student_solver} is not a file; write a Python "
+                         "file defining solve(question: str, info: dict) -> str | None")
+    state.student_solver = str(path.resolve())
+    base, _, query = state.model.partition("?")
+    settings = [kv for kv in query.split("&") if kv]
+    corpus = [kv for kv in settings if kv.split("=")[0] == "corpus"]
+    if corpus and corpus[-1] != "corpus=solver":
+        raise UsageError(f"--student-solver builds the student's warm-start corpus (corpus=solver); "
+                         f"--model {state.model} names {corpus[-1]}: drop it")
+    print(f"student solver: running {path} on the train rows of {state.dataset} ...",
+          file=sys.stderr, flush=True)
+    try:
+        got = envside.call(backend.python, envside.STUDENT_SOLVER, envside.SolverRequest(
+            env_id=state.dataset, env_args=state.env_args, solver=state.student_solver,
+            min_rows=SOLVER_MIN_ROWS, min_share=SOLVER_MIN_SHARE))
+    except envside.EnvsideError as e:
+        raise UsageError(f"--student-solver: the job on {state.dataset}'s train rows failed: "
+                         f"{e.first_error(prefer=path.name)}. Fix it, then run again; nothing was "
+                         "created.") from None
+    if got.solver_error:
+        raise UsageError(f"--student-solver {path} does not load: {got.solver_error}. It must "
+                         "define solve(question: str, info: dict) -> str | None; nothing was created.")
+    said = (f"{got.kept} of the {got.train_rows} train rows of {state.dataset} passed: solve() "
+            f"returned a completion for {got.returned}"
+            + (f", raised on {got.raised} (first: {got.first_raise})" if got.raised else "")
+            + f", and the env's rubric gave {got.kept} of them the full reward ({got.ceiling:g})")
+    if got.kept < got.floor or not got.digest:
+        misses = "".join(f"\n  - question: {m.question!r}\n    completion: {m.completion!r}\n    "
+                         f"reward: {m.reward:g}" + (f" ({'; '.join(m.errors)})" if m.errors else "")
+                         for m in got.misses)
+        raise UsageError(
+            f"--student-solver: {said}; the built-in student's warm start needs at least {got.floor} "
+            f"({SOLVER_MIN_ROWS} rows, or all of a smaller split, and {SOLVER_MIN_SHARE:.0%} of "
+            "the split). Nothing was created."
+            + (f"\nCompletions the rubric scored below full reward:{misses}" if misses else "")
+            + "\nMake solve() answer more train rows, in the env's answer format (its system "
+            "prompt says which), then run again; or use a model directory (--model PATH), "
+            "--backend prime_rl or --backend hosted instead.")
+    settings = [kv for kv in settings if kv.split("=")[0] not in ("corpus", "solver")]
+    state.model = f"{base}?" + "&".join(settings + ["corpus=solver", f"solver={got.digest}"])
+    print(f"student solver: {said}; the student warm-starts on them: --model {state.model} "
+          f"(corpus {got.path})", file=sys.stderr, flush=True)
 
 
 def student_refusal(got, model: str, dataset: str) -> str | None:
@@ -169,6 +229,9 @@ def student_refusal(got, model: str, dataset: str) -> str | None:
     if not got.init_found:
         return head + (f"init={got.init} names no built student (neither the cache nor the "
                        "shipped prebuilt ones hold it); build that recipe first, or drop init=.")
+    if got.corpus == "solver" and not got.solver_corpus:
+        return head + ("its solver corpus (corpus=solver&solver=HASH) is not in the cache; "
+                       "`driver run --student-solver PATH` builds it and names the student.")
     if got.corpus == "stream" and got.module_found and not got.warm_start_corpus:
         also = ("; its train rows carry no reference completions either, so corpus=train cannot "
                 "build it" if got.reference_completions == 0 else "")
@@ -184,6 +247,8 @@ def student_refusal(got, model: str, dataset: str) -> str | None:
 
 def student_routes(got, dataset: str) -> str:
     """The commands that work instead, for a refused built-in student."""
+    from driver.run.model import SOLVER_MIN_ROWS, SOLVER_MIN_SHARE
+
     run = f"driver run --dataset {dataset}"
     routes = [f"  - a Hugging Face model directory on disk (the embedded trainer loads local "
               f"directories only; download it first): {run} --backend local --model PATH",
@@ -196,6 +261,17 @@ def student_routes(got, dataset: str) -> str:
                          f"train rows that carry a reference completion: {run} --backend local "
                          f"--model '{got.known}?corpus=train'")
     if got.recipe and not got.problem and got.init_found:   # the cause is the warm-start corpus
+        floor = (f"at least {SOLVER_MIN_ROWS} of them (all of a smaller split) and "
+                 f"{SOLVER_MIN_SHARE:.0%} of the split")
+        solver = ("  - the built-in student warm-started on your own solver's completions: write "
+                  "solve.py defining solve(question: str, info: dict) -> str | None, which returns "
+                  "a completion in the env's answer format for one train row (None: cannot); the "
+                  "driver runs it on the train rows only, keeps the completions the env's rubric "
+                  f"scores at full reward ({floor}) and warm-starts the student on them: {run} "
+                  "--backend local --student-solver solve.py")
+        # after the reference completions' route where there is one (it needs no code), before
+        # the three routes to another model
+        routes.insert(len(routes) - 3, solver)
         routes.append(f"  - or give {got.module or dataset}'s package a warm_start_corpus(count, "
                       "seed, **options) returning rows with info.reference_completion (or its "
                       "train rows an info.reference_completion), then run again")

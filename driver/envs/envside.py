@@ -66,6 +66,12 @@ class StudentRequest(EnvRequest):
     model: str                  # the run's --model: a built-in recipe (builtin:tiny-char-qwen2?...)
 
 
+class SolverRequest(EnvRequest):
+    solver: str                 # the user's solver file: solve(question, info) -> str | None
+    min_rows: int               # the corpus is written only with at least min(min_rows, split)
+    min_share: float            # ... and min_share of the split passing
+
+
 class AuxRequest(_Model):
     aux_file: str               # the teacher's aux_rewards.py, loaded by path
     dataset: str                # the generated rows (JSONL)
@@ -170,6 +176,29 @@ class StudentCheck(_Model):
     train_rows: int | None            # (read for corpus=train, or a stream without a corpus)
     reference_completions: int | None  # train rows with an info.reference_completion
     load_error: str | None            # the env did not load to count them: why
+    solver_corpus: str | None = None  # corpus=solver: its file ("" when it is not there)
+
+
+class SolverMiss(_Model):
+    question: str
+    completion: str
+    reward: float
+    errors: list[str]
+
+
+class SolverCorpus(_Model):
+    """The warm-start corpus a user's solver made of the env's train rows (envside/student.py)."""
+    train_rows: int                   # the env's train rows, each given to solve()
+    returned: int                     # rows solve() returned a completion for
+    raised: int                       # rows solve() raised on
+    first_raise: str | None
+    kept: int                         # completions the env's rubric scored at full reward
+    floor: int                        # the fewest kept rows the corpus is written with
+    ceiling: float                    # that full reward
+    misses: list[SolverMiss]          # up to three completions scored below it
+    solver_error: str | None          # the file did not load, or defines no solve(): why
+    digest: str | None                # the corpus file's content hash (None: under the floor)
+    path: str | None
 
 
 class ErrorInfo(_Model):
@@ -216,6 +245,8 @@ JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("ta
 AUX_CHECK = Action("aux.check_rows", AuxRequest, AuxChecked, v1=False, timeout=600)
 # can the embedded trainer build its built-in student for the hub env (before a run exists)
 STUDENT_CHECK = Action("student.recipe", StudentRequest, StudentCheck, v1=False, timeout=600)
+# `driver run --student-solver`: the solver on the env's train rows, scored, kept as a corpus
+STUDENT_SOLVER = Action("student.solver_corpus", SolverRequest, SolverCorpus, v1=False, timeout=1800)
 
 
 # --------------------------------------------------------------------------------------------

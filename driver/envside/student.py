@@ -6,9 +6,13 @@ built is refused by `driver run` instead of failing iter_0.
 A recipe is built from the settings it names, cached under a directory keyed by them and by the
 env (recipe.model_dir_name), or shipped prebuilt. Where no built one exists the build needs, by
 its corpus: `stream`, a `warm_start_corpus(count, seed, **options)` in the env's package;
-`train`, train rows that carry `info.reference_completion`; and with `init=`, the named student
-built already. The job reports each of these facts and leaves the verdict to the driver. It runs
-in the training interpreter (the embedded trainer's), by path, importing no driver module.
+`train`, train rows that carry `info.reference_completion`; `solver`, the corpus the second job
+here wrote; and with `init=`, the named student built already. The job reports each of these
+facts and leaves the verdict to the driver.
+
+The second job (`solver_corpus`) builds that corpus for `driver run --student-solver PATH`: the
+user's solver on the env's train rows, scored by the env's own rubric. Both run in the training
+interpreter (the embedded trainer's), by path, importing no driver module.
 """
 from __future__ import annotations
 
@@ -51,7 +55,8 @@ def recipe(req: dict) -> dict:
     out: dict = {"recipe": r.is_recipe(name), "known": r.RECIPE_PREFIX, "problem": None,
                  "corpus": None, "cached": None, "init": None, "init_found": True,
                  "module": None, "module_found": None, "warm_start_corpus": None,
-                 "train_rows": None, "reference_completions": None, "load_error": None}
+                 "train_rows": None, "reference_completions": None, "load_error": None,
+                 "solver_corpus": None}
     if not out["recipe"]:
         return out
     try:
@@ -66,6 +71,9 @@ def recipe(req: dict) -> dict:
     if spec["init"]:
         out["init"] = spec["init"]
         out["init_found"] = any((d / spec["init"] / "DONE").exists() for d in (r.cache_root(), r.PREBUILT))
+    if spec["corpus"] == "solver":   # the corpus --student-solver wrote: all the build reads
+        path = r.solver_corpus_path(spec["solver"])
+        return {**out, "solver_corpus": str(path) if path.exists() else ""}
     # the module the stream corpus is asked for, named as recipe.corpus_rows names it
     module = env_id.split("/")[-1].replace("-", "_")
     out["module"] = module
@@ -82,4 +90,112 @@ def recipe(req: dict) -> dict:
     return out
 
 
-JOBS = {"recipe": recipe}
+
+def _question(row: dict) -> str:
+    q = row.get("question")
+    if q is None:
+        users = [m for m in row.get("prompt") or [] if m.get("role") == "user"]
+        q = users[-1]["content"] if users else ""
+    return str(q)
+
+
+def _info(row: dict) -> dict:
+    info = row.get("info")
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError:
+            info = None
+    return info if isinstance(info, dict) else {}
+
+
+def _load_solver(path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("student_solver", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} is not a Python file")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    solve = getattr(mod, "solve", None)
+    if not callable(solve):
+        raise AttributeError(f"{path} defines no solve(question, info)")
+    return solve
+
+
+def solver_corpus(req: dict) -> dict:
+    """`driver run --student-solver PATH`: run the solver's `solve(question, info) -> str | None`
+    on every *train* row of the env (never an eval row), score each completion with the env's
+    own rubric (the gate's scoring, classic.score_rows, with each completion as the row's
+    info.reasoning), and write the rows scored at full reward as a warm-start corpus
+    (`solver-<hash>.jsonl` under the embedded trainer's corpus cache, keyed by its content), when
+    at least the floor passed: min(min_rows, the split) and min_share of the split. The counts
+    come back; below the floor nothing is written."""
+    import hashlib
+    import math
+    import os
+    import tempfile
+    import traceback
+
+    import classic
+    import rows as rows_io
+    from embedded_trainer import recipe as r
+
+    out: dict = {"train_rows": 0, "returned": 0, "kept": 0, "floor": 0, "ceiling": 0.0,
+                 "solver_error": None,
+                 "raised": 0, "first_raise": None, "misses": [], "digest": None, "path": None}
+    try:
+        solve = _load_solver(req["solver"])
+    except Exception as e:  # noqa: BLE001 - the user's file: its error goes back as a fact
+        out["solver_error"] = "".join(traceback.format_exception_only(type(e), e)).strip()[:1500]
+        return out
+    train = list(classic._train(classic._load(req)))
+    out["train_rows"] = len(train)
+    out["floor"] = max(min(req["min_rows"], len(train)), math.ceil(req["min_share"] * len(train)), 1)
+    answered: list[tuple[dict, str]] = []
+    for row in train:
+        q, info = _question(row), _info(row)
+        try:
+            got = solve(q, dict(info))
+        except Exception as e:  # noqa: BLE001 - a row the solver cannot do
+            out["raised"] += 1
+            out["first_raise"] = out["first_raise"] or f"{type(e).__name__}: {e}"[:300]
+            continue
+        if isinstance(got, str) and got:
+            answered.append((row, got))
+    out["returned"] = len(answered)
+    with tempfile.TemporaryDirectory(prefix="student-solver-") as tmp:
+        scored_in = os.path.join(tmp, "answered.jsonl")
+        rows_io.write_jsonl(scored_in, ({"question": _question(row), "answer": row.get("answer", ""),
+                                         "info": {**_info(row), "reasoning": got}}
+                                        for row, got in answered))
+        # the env's own rows, scored by its own rubric as it stands: a reward that reads the env's
+        # state (row_truth.py) finds each row's own entry there, so no generated-env rubric swap
+        scored = classic.score_rows({"env_id": req["env_id"], "env_args": req.get("env_args") or {},
+                                     "dataset": scored_in,
+                                     "reward_reads_env_state": {"verdict": "no"}})
+    out["ceiling"] = ceiling = scored["ceiling"]
+    kept = []
+    for s in scored["rows"]:
+        row, got = answered[s["line"] - 1]
+        if s["reward"] >= ceiling - 1e-9:
+            kept.append({"prompt": row["prompt"], "info": {"reference_completion": got}})
+        elif len(out["misses"]) < 3:
+            out["misses"].append({"question": _question(row)[:300], "completion": got[:300],
+                                  "reward": s["reward"], "errors": s["errors"]})
+    out["kept"] = len(kept)
+    if len(kept) < out["floor"]:
+        return out
+    text = "".join(json.dumps(k, sort_keys=True, default=str) + "\n" for k in kept)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = r.solver_corpus_path(digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp_path = f"{path}.tmp{os.getpid()}"
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp_path, path)
+    return {**out, "digest": digest, "path": str(path)}
+
+
+JOBS = {"recipe": recipe, "solver_corpus": solver_corpus}

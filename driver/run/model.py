@@ -27,6 +27,10 @@ Status = Literal["running", "waiting_teacher", "budget_exhausted", "max_iters_re
                  "failed", "aborted", "dry_run", "cost_exhausted"]
 
 MIN_PROMPTS_PER_STEP = 16   # GRPO compares within groups; fewer prompts a step is mostly noise
+# --student-solver: the fewest train rows the solver must answer at full reward to warm-start the
+# built-in student (all of a smaller split), and the least share of the split (the env-side job,
+# driver/envside/student.py, applies them to the split it reads)
+SOLVER_MIN_ROWS, SOLVER_MIN_SHARE = 200, 0.5
 
 
 def setting(default: Any = None, *, help: str, flag: str | None = None,
@@ -220,6 +224,13 @@ class RunConfig(Knobs):
         default_factory=dict, parse="json",
         help="JSON object of load_environment arguments for the hub env; every hub env block "
              "(iter_0's train env, every eval, run B's real data) gets them")
+    student_solver: str | None = setting(
+        help="--backend local, built-in student: a Python file defining solve(question: str, "
+             "info: dict) -> str | None, a completion in the env's answer format for one train "
+             "row (None: cannot). Before anything is created it runs on the env's train rows "
+             "(never an eval row); the completions the env's rubric scores at full reward, at "
+             f"least {SOLVER_MIN_ROWS} (all of a smaller split) and {SOLVER_MIN_SHARE:.0%} of the "
+             "split, become the student's warm-start corpus (recipe corpus=solver)")
     teacher: TeacherName = setting(
         "builtin", resumable=True,
         help="who writes weakness reports and generators: builtin (no LLM; needs a family "
@@ -275,6 +286,10 @@ class RunConfig(Knobs):
         if self.teacher == "llm" and self.llm is None:
             raise ValueError("--teacher llm needs --llm-model (and --llm-base-url for a "
                              "non-default endpoint)")
+        if self.student_solver and not (self.backend == "local" and self.model.startswith("builtin:")):
+            raise ValueError("--student-solver warm-starts the embedded trainer's built-in student: "
+                             "it needs --backend local and --model builtin:tiny-char-qwen2[?settings] "
+                             f"(this run: --backend {self.backend}, --model {self.model})")
         return self
 
 
