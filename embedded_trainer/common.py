@@ -39,9 +39,10 @@ def quiet_libraries() -> None:
     datasets.disable_progress_bars()
 
 
-def load_model(name: str, warm_env, warm_key: str):
+def load_model(name: str, warm_env, warm_key: str, progress: Path | None = None):
     """(policy, tokenizer, anchor path). `name` is a Hugging Face directory or the built-in
-    recipe; hub names need the network, which this trainer never uses."""
+    recipe; hub names need the network, which this trainer never uses. A recipe built here
+    writes its progress to `progress` (recipe.materialize)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,7 +50,7 @@ def load_model(name: str, warm_env, warm_key: str):
 
     if recipe.is_recipe(name):
         try:
-            path = recipe.materialize(name, warm_env, warm_key, log)
+            path = recipe.materialize(name, warm_env, warm_key, log, progress)
         except ValueError as e:
             raise TrainerError(str(e)) from None
     elif Path(name).expanduser().is_dir():

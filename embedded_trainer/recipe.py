@@ -40,6 +40,9 @@ DEFAULTS = {"hidden_size": 128, "layers": 2, "heads": 4, "ffn": 256, "max_positi
 # already cached) instead of fresh weights: a second warm-start stage. The architecture is the
 # init model's; the size settings are then unused.
 CORPORA = ("train", "stream", "solver")
+# the file in the trainer's output dir that a build's SFT progress is written to (the driver's
+# iter_0 shows it before the first train step; driver/arms/progress.py::student_build)
+BUILD_PROGRESS = "student_build.json"
 # `corpus=stream` asks the env's package for `warm_start_corpus(count, seed, **options)`: fresh
 # rows, each seen once, instead of epochs over the train split. Options are passed as `c_<name>`.
 CORPUS_OPTION = "c_"
@@ -178,9 +181,10 @@ def sft_examples(rows, tokenizer) -> list[tuple[list[int], list[int]]]:
     return out
 
 
-def sft(model, examples, spec: dict, log=print) -> dict:
+def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
     """Completion-only cross-entropy, AdamW, linear warmup then cosine, grad clip 1.0. The
-    prompt prefix every example shares (system message and role marker) runs once per batch."""
+    prompt prefix every example shares (system message and role marker) runs once per batch.
+    `on_step(step, steps, loss, spent_s, eta_s)` is called where a progress line is logged."""
     from embedded_trainer.grpo import shared_prefix_logits
 
     prefix = list(examples[0][0])
@@ -223,8 +227,10 @@ def sft(model, examples, spec: dict, log=print) -> dict:
         loss_v = loss.item()
         if step % every == 0 or step == steps:
             spent = time.time() - t0
-            log(f"sft step {step}/{steps} loss {loss_v:.4f} ({spent:.0f}s, eta "
-                f"{spent / step * (steps - step):.0f}s)")
+            eta = spent / step * (steps - step)
+            log(f"sft step {step}/{steps} loss {loss_v:.4f} ({spent:.0f}s, eta {eta:.0f}s)")
+            if on_step is not None:
+                on_step(step, steps, loss_v, spent, eta)
     model.eval()
     return {"sft_steps": steps, "final_loss": loss_v, "seconds": round(time.time() - t0, 1),
             "shared_prefix_tokens": len(prefix)}
@@ -246,9 +252,20 @@ def model_dir_name(name: str, env_key: str) -> str:
     return f"tiny-char-qwen2-{key}"
 
 
-def materialize(name: str, env, env_key: str, log=print) -> Path:
+def write_build_progress(path: Path, step: int, steps: int, loss: float, spent: float,
+                         eta: float) -> None:
+    """The build's progress as a file the driver polls (it never reads a trainer's log):
+    replaced atomically at each progress line."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps({"step": step, "steps": steps, "loss": round(loss, 4),
+                               "elapsed_s": round(spent, 1), "eta_s": round(eta, 1)}))
+    os.replace(tmp, path)
+
+
+def materialize(name: str, env, env_key: str, log=print, progress: Path | None = None) -> Path:
     """Return a Hugging Face model directory for the recipe, building and caching it first if
-    needed. `env_key` names the environment whose train rows warm-start the model."""
+    needed. `env_key` names the environment whose train rows warm-start the model. A build
+    writes its SFT progress to `progress` (BUILD_PROGRESS in the output dir) when given."""
     from embedded_trainer.errors import TrainerError
 
     spec = parse_recipe(name)
@@ -290,7 +307,11 @@ def materialize(name: str, env, env_key: str, log=print) -> Path:
             from transformers import AutoModelForCausalLM
 
             model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-        report = sft(model, examples, spec, log)
+        on_step = None
+        if progress is not None:
+            progress.parent.mkdir(parents=True, exist_ok=True)
+            on_step = lambda *a: write_build_progress(progress, *a)  # noqa: E731
+        report = sft(model, examples, spec, log, on_step)
     finally:
         torch.set_num_threads(threads)
     tmp = target.with_name(target.name + f".tmp{os.getpid()}")

@@ -188,6 +188,8 @@ def setup(cfg: cfgmod.RLConfig) -> Setup:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from embedded_trainer import recipe
+
     emb, orch = cfg.embedded, cfg.orchestrator
     torch.set_num_threads(emb.threads or max(1, min(8, os.cpu_count() or 1)))
     device = torch.device("cuda" if emb.device == "cuda" or (
@@ -216,7 +218,8 @@ def setup(cfg: cfgmod.RLConfig) -> Setup:
     warm_block = eval_blocks[0] if eval_blocks else train_blocks[0]
     warm_env = eval_envs[0] if eval_envs else train_envs[0]
     model, tok, model_path = load_model(cfg.model.name, warm_env, json.dumps(
-        {"id": warm_block.id, "args": warm_block.args}, sort_keys=True))
+        {"id": warm_block.id, "args": warm_block.args}, sort_keys=True),
+        progress=out / recipe.BUILD_PROGRESS)
     model.to(device)
     anchor = None
     if emb.kl_beta > 0:

@@ -140,7 +140,17 @@ def test_the_built_in_student_is_built_from_the_solver_corpus_with_progress_line
     kept = len((tmp_path / "cache" / "corpora" / f"solver-{model[-16:]}.jsonl").read_text().splitlines())
     key = json.dumps({"id": "digit_tally", "args": {}}, sort_keys=True)
     lines: list[str] = []
-    built = recipe.materialize(model, None, key, log=lines.append)   # the env is not read
+    shown: list[str | None] = []
+    out = tmp_path / "iter_0_out"
+    assert progress.student_build(out) is None          # no build under way
+
+    def log(text: str) -> None:   # the driver's poll, as it would see the output dir at each line
+        lines.append(text)
+        shown.append(progress.student_build(out))
+
+    built = recipe.materialize(model, None, key, log=log,   # the env is not read
+                               progress=out / recipe.BUILD_PROGRESS)
+    assert progress.BUILD_PROGRESS == recipe.BUILD_PROGRESS
     assert built == tmp_path / "cache" / "models" / recipe.model_dir_name(model, key)
     assert (built / "DONE").exists()
     made = json.loads((built / recipe.MARKER).read_text())
@@ -150,13 +160,15 @@ def test_the_built_in_student_is_built_from_the_solver_corpus_with_progress_line
     assert [int(re.match(r"sft step (\d+)/20 ", ln)[1]) for ln in steps] == list(range(1, 21))
     assert all(re.fullmatch(r"sft step \d+/20 loss \d+\.\d{4} \(\d+s, eta \d+s\)", ln) for ln in steps)
     assert steps[-1].endswith(", eta 0s)")
-    log = tmp_path / "iter_0.log"
-    log.write_text("embedded trainer starting\n" + "\n".join(lines[:8]) + "\n")
-    eta = float(re.search(r"eta (\d+)s", steps[6])[1])
-    assert progress.student_build(log) == (
-        f"building the student: sft step 7/20 loss {steps[6].split()[4]} · eta {progress.duration(eta)}")
-    log.write_text("embedded trainer starting\n")
-    assert progress.student_build(log) is None
+    # the progress file trails the log line by one write: at line k the file says step k-1
+    assert shown[0] is None and shown[1] is None        # the build's first line, then step 1
+    for k, ln in enumerate(steps[:-1], start=1):
+        step, loss = re.match(r"sft step (\d+)/20 loss (\S+) ", ln).groups()
+        assert shown[k + 1] is not None and shown[k + 1].startswith(
+            f"building the student: sft step {step}/20 loss {loss} · eta "), (k, shown[k + 1])
+    assert progress.student_build(out).startswith("building the student: sft step 20/20 ")
+    (out / recipe.BUILD_PROGRESS).write_text("{")      # torn: shown as nothing, never an error
+    assert progress.student_build(out) is None
     # another corpus is another student
     other = model[:-16] + "0" * 16
     assert recipe.model_dir_name(other, key) != recipe.model_dir_name(model, key)

@@ -1,9 +1,9 @@
 """Training progress read from the output layout: the newest train step on disk of the arm's
-max_steps, a rate from the steps' file times, and an ETA. Never from the trainer's log, but for
-what precedes the first step and writes no file: the built-in student's build (student_build)."""
+max_steps, a rate from the steps' file times, and an ETA; before the first step, the built-in
+student's build from the progress file it writes (student_build). Never from the trainer's log."""
 from __future__ import annotations
 
-import re
+import json
 import time
 from pathlib import Path
 
@@ -47,24 +47,17 @@ def line(name: str, p: dict) -> str:
 
 
 # The embedded trainer builds its built-in student (embedded_trainer/recipe.py) inside the
-# launch, before its first train step; no file of the output layout shows that, so its log does.
-_SFT = re.compile(r"^sft step (\d+)/(\d+) loss (\S+) \((\d+)s, eta (\d+)s\)$")
+# launch, before its first train step; it writes the build's progress to a file in the output
+# dir (recipe.BUILD_PROGRESS, named here so the driver never imports the trainer's torch code).
+BUILD_PROGRESS = "student_build.json"
 
 
-def student_build(log: Path) -> str | None:
-    """The built-in student's build as its last `sft step` line in the launch's log says it
-    (step, loss, eta), or None when the log shows none. Read from the log's tail only."""
+def student_build(out: Path) -> str | None:
+    """The built-in student's build as the launch's output dir says it (SFT step, loss, eta),
+    or None when no build is under way there."""
     try:
-        with open(log, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 4096))
-            tail = f.read().decode(errors="replace").splitlines()
-    except OSError:
+        p = json.loads((out / BUILD_PROGRESS).read_text())
+        return (f"building the student: sft step {int(p['step'])}/{int(p['steps'])} loss "
+                f"{float(p['loss']):.4f} · eta {duration(float(p['eta_s']))}")
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    for text in reversed(tail):
-        m = _SFT.match(text.strip())
-        if m:
-            step, steps, loss, _, eta = m.groups()
-            return (f"building the student: sft step {step}/{steps} loss {loss} · "
-                    f"eta {duration(float(eta))}")
-    return None

@@ -218,7 +218,7 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
             if progress.training(ctx.dialect, out, tp.start_step, final, None)["step"] > tp.start_step:
                 building[0] = False
             else:
-                build = progress.student_build(log)
+                build = progress.student_build(out)
                 if build and build != build_shown[0]:
                     build_shown[0], last_shown[0] = build, t
                     text = f"[{label}] {build}"
