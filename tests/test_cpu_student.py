@@ -229,3 +229,50 @@ def test_iter_0_builds_the_solver_student_showing_its_sft_steps_then_trains_and_
     built = list((tmp_path / "cache" / "models").iterdir())
     assert len(built) == 1 and json.loads((built[0] / "recipe.json").read_text())["recipe"] == \
         json.loads((rd / "run.json").read_text())["model"]
+
+
+@pytest.mark.extended   # a whole run on the real trainer (~3 min): CI's extended command
+def test_a_cpu_user_on_an_env_without_a_generator_is_refused_then_served_then_runs_to_finalize(tmp_path):
+    """A CPU user on digit_tally (no family generator, no warm-start corpus, no reference
+    completions): refused before a run directory exists with the solver route, then served by
+    that route, then a whole run on the real embedded trainer, a teacher knowing only TEACHER.md,
+    through training, evaluation and three controls to finalize."""
+    from test_agent_path import teacher_from_brief
+
+    env = _cpu_env(tmp_path)
+    runs = tmp_path / "runs"
+    model = "builtin:tiny-char-qwen2?sft_steps=20&hidden_size=32&ffn=64&layers=1&heads=2"
+    r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir", str(runs),
+                "--model", model], env)
+    assert r.returncode == 2 and not runs.exists(), r.stderr[-3000:]
+    route = re.search(r"driver run --dataset digit_tally --backend local --student-solver solve\.py",
+                      " ".join(r.stderr.split()))
+    assert route, r.stderr[-3000:]
+    (tmp_path / "solve.py").write_text(textwrap.dedent(SOLVER))
+    r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir", str(runs),
+                "--model", model, "--student-solver", "solve.py", "--teacher", "agent",
+                "--max-iters", "2", "--steps-per-run", "2", "--eval-examples", "24",
+                "--max-completion-tokens", "24", "--probe-prompts", "8", "--probe-min-live", "0"],
+               env, cwd=tmp_path)
+    rd = run_dir_from(r.stdout)
+    stops = 0
+    while r.returncode == 3:
+        stops += 1
+        st = json.loads((rd / "run.json").read_text())
+        out = teacher_from_brief(rd / f"iter_{st['iteration']}" / "TEACHER.md", env)
+        assert out["validate"].returncode == 0, out["validate"].stdout[-3000:]
+        r = driver(["resume", str(rd)], env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert stops == 1
+    state = json.loads((rd / "run.json").read_text())
+    assert state["status"] == "max_iters_reached" and state["backend"] == "local"
+    assert "corpus=solver&solver=" in state["model"]
+    m = json.loads((rd / "metrics.json").read_text())
+    assert [i["iter"] for i in m["iters"]] == [0, 1] and all(i["n_eval"] == 24 for i in m["iters"])
+    assert {c["run"] for c in m["controls"]} == {"run_a", "run_b", "run_c"}
+    best = json.loads((rd / "best_iter.json").read_text())   # the one trained iteration
+    assert best["best_iter"] == 1 and (rd / best["dataset"]).is_file() and (rd / best["env_dir"]).is_dir()
+    assert "Holm p" in r.stdout     # finalize printed the summary table
+    # the student every arm started from was built once, from the solver's corpus
+    built = list((tmp_path / "cache" / "models").iterdir())
+    assert len(built) == 1 and json.loads((built[0] / "recipe.json").read_text())["recipe"] == state["model"]
