@@ -43,6 +43,11 @@ def test_a_cpu_user_on_an_env_the_built_in_student_cannot_warm_start_on_is_refus
     assert "driver run --dataset digit_tally --backend local --model PATH" in err
     assert "driver run --dataset digit_tally --backend prime_rl --prime-rl-dir DIR" in err
     assert "corpus=train" in err and "--model 'builtin" not in err   # no recipe route here
+    # the CPU route for any env: a solver (tests/test_cpu_student.py follows it)
+    assert "write solve.py defining solve(question: str, info: dict) -> str | None" in err
+    assert "keeps the completions the env's rubric scores at full reward" in err
+    assert "at least 200 of them (all of a smaller split) and 50% of the split" in err
+    assert "driver run --dataset digit_tally --backend local --student-solver solve.py" in err
     assert "run directory:" not in r.stdout and not runs.exists()
     assert launches(tmp_path) == []
 

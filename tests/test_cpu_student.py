@@ -7,30 +7,20 @@ before a run directory exists."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import textwrap
 
 import pytest
 
-from conftest import ROOT, driver, driver_env, launches, run_dir_from
+from conftest import ROOT, driver, run_dir_from
+from test_cpu_refusals import _cpu_env
 
 pytest.importorskip("torch")
 
 ENVS = str(ROOT / "tests" / "envs")
 # a tiny recipe: the test checks the route, not the student's quality
 TINY = "builtin:tiny-char-qwen2?sft_steps=20&sft_batch=8&hidden_size=32&ffn=64&layers=1&heads=2"
-
-
-def _cpu_env(tmp_path) -> dict:
-    """A CPU user's shell: no prime-rl (nor its stand-in), the test envs importable, an empty
-    student cache."""
-    env = driver_env(tmp_path, EMBEDDED_TRAINER_CACHE=tmp_path / "cache")
-    env.pop("DRIVER_RL_COMMAND")
-    env.pop("PRIME_RL_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
-    return env
 
 
 def _digit_tally():
@@ -67,20 +57,6 @@ def solve(question: str, info: dict) -> str | None:
         return "<think>\\nguess\\n</think>\\n<answer>\\n0\\n</answer>"
     return f"<think>\\nsum\\n</think>\\n<answer>\\n{sum(int(c) for c in numbers[0])}\\n</answer>"
 '''
-
-
-def test_a_cpu_user_without_any_warm_start_corpus_is_refused_and_told_the_solver_route(tmp_path):
-    env = _cpu_env(tmp_path)
-    runs = tmp_path / "runs"
-    r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir", str(runs)], env)
-    assert r.returncode == 2, r.stdout + r.stderr[-3000:]
-    err = " ".join(r.stderr.split())
-    assert "--model builtin:tiny-char-qwen2 cannot be built for digit_tally" in err
-    assert "write solve.py defining solve(question: str, info: dict) -> str | None" in err
-    assert "keeps the completions the env's rubric scores at full reward" in err
-    assert "at least 200 of them (all of a smaller split) and 50% of the split" in err
-    assert "driver run --dataset digit_tally --backend local --student-solver solve.py" in err
-    assert "run directory:" not in r.stdout and not runs.exists() and launches(tmp_path) == []
 
 
 @pytest.fixture(scope="module")

@@ -49,6 +49,7 @@ def test_probe_sends_a_dataset_without_gradient_back_and_skips_after_the_retries
     assert [l["output_dir"].split("/")[-2] for l in launches(tmp_path)] == ["iter_0"]
 
 
+@pytest.mark.extended   # a whole run (~35 s); the probe's other verdicts, and a live one on the real trainer (test_local_backend), stay in the main suite
 def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs):
     env = driver_env(tmp_path, DRIVER_PROBE_COMMAND=PROBE)
     r = driver(["run", "--max-iters", "2", "--runs-dir", str(runs), "--temperature", "0.7", *FAST], env)

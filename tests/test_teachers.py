@@ -358,6 +358,7 @@ def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expec
     assert ["driver", "validate"] in ran and ["driver", "resume"] in ran
 
 
+@pytest.mark.extended   # a whole 3-iteration run (~65 s); test_agent_path plays the same teacher in the main suite
 def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs):
     env = canary_env(tmp_path)
     r = driver(["run", "--dataset", "canary_stock", "--teacher", "agent", "--max-iters", "3",

@@ -64,6 +64,7 @@ def test_a_full_disk_while_writing_stops_cleanly_and_keeps_every_file_valid(tmp_
     assert len(launches(tmp_path)) == 1                          # the training was not redone
 
 
+@pytest.mark.extended   # a whole run and its resume (~35 s): CI's extended command
 def test_a_torn_eval_of_an_iteration_sends_the_loop_back_to_train_it(tmp_path, runs):
     r = driver(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)],
                driver_env(tmp_path, DOUBLE_TORN_EVAL="iter_1"))

@@ -113,7 +113,8 @@ def _score(env, row: dict, text: str, errors: _Errors) -> tuple[dict, set]:
     return dict(st.get("metrics") or {}), raised
 
 
-def _question(row: dict) -> str:
+def question_of(row: dict) -> str:
+    """A row's question: its `question`, else its prompt's last user message."""
     q = row.get("question")
     if q is None:
         users = [m for m in row.get("prompt") or [] if m.get("role") == "user"]
@@ -147,7 +148,7 @@ def _detect(env, train) -> dict:
         candidates = set(names)
         far_raises, holds_row = set(names), attr is not None
         for i in range(n):
-            row = {**train[i], "question": _question(train[i])}
+            row = {**train[i], "question": question_of(train[i])}
             entry = None
             if attr is not None:
                 try:

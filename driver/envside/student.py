@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib
 import json
 
+from row_truth import question_of
+
 
 def _env_key(env_id: str, env_args: dict) -> str:
     # the key the embedded trainer warm-starts under: its first eval env block (the hub env,
@@ -37,13 +39,7 @@ def _reference_rows(env_id: str, env_args: dict) -> tuple[int | None, int | None
         return None, None, f"{type(e).__name__}: {e}"
     refs = 0
     for row in rows:
-        info = row.get("info")
-        if isinstance(info, str):
-            try:
-                info = json.loads(info)
-            except ValueError:
-                info = None
-        ref = info.get("reference_completion") if isinstance(info, dict) else None
+        ref = _info(row).get("reference_completion")
         refs += isinstance(ref, str) and bool(ref)
     return len(rows), refs, None
 
@@ -88,15 +84,6 @@ def recipe(req: dict) -> dict:
         out["train_rows"], out["reference_completions"], out["load_error"] = \
             _reference_rows(env_id, env_args)
     return out
-
-
-
-def _question(row: dict) -> str:
-    q = row.get("question")
-    if q is None:
-        users = [m for m in row.get("prompt") or [] if m.get("role") == "user"]
-        q = users[-1]["content"] if users else ""
-    return str(q)
 
 
 def _info(row: dict) -> dict:
@@ -154,7 +141,7 @@ def solver_corpus(req: dict) -> dict:
     out["floor"] = max(min(req["min_rows"], len(train)), math.ceil(req["min_share"] * len(train)), 1)
     answered: list[tuple[dict, str]] = []
     for row in train:
-        q, info = _question(row), _info(row)
+        q, info = question_of(row), _info(row)
         try:
             got = solve(q, dict(info))
         except Exception as e:  # noqa: BLE001 - a row the solver cannot do
@@ -166,7 +153,7 @@ def solver_corpus(req: dict) -> dict:
     out["returned"] = len(answered)
     with tempfile.TemporaryDirectory(prefix="student-solver-") as tmp:
         scored_in = os.path.join(tmp, "answered.jsonl")
-        rows_io.write_jsonl(scored_in, ({"question": _question(row), "answer": row.get("answer", ""),
+        rows_io.write_jsonl(scored_in, ({"question": question_of(row), "answer": row.get("answer", ""),
                                          "info": {**_info(row), "reasoning": got}}
                                         for row, got in answered))
         # the env's own rows, scored by its own rubric as it stands: a reward that reads the env's
@@ -181,7 +168,7 @@ def solver_corpus(req: dict) -> dict:
         if s["reward"] >= ceiling - 1e-9:
             kept.append({"prompt": row["prompt"], "info": {"reference_completion": got}})
         elif len(out["misses"]) < 3:
-            out["misses"].append({"question": _question(row)[:300], "completion": got[:300],
+            out["misses"].append({"question": question_of(row)[:300], "completion": got[:300],
                                   "reward": s["reward"], "errors": s["errors"]})
     out["kept"] = len(kept)
     if len(kept) < out["floor"]:
