@@ -25,6 +25,9 @@ class Ctx:
     poll_interval: float = 1.0
     quiet: bool = False
     _hub: dict | None = field(default=None, repr=False)
+    # hub_env.json's content and the eval fingerprints, when `driver run` loaded the env before
+    # creating the run directory (commands/run.py); the introspect phase writes them
+    introspected: tuple[dict, dict | None] | None = field(default=None, repr=False)
 
     @classmethod
     def open(cls, rd: RunDir, state: RunState, quiet: bool = False) -> "Ctx":

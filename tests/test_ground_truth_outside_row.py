@@ -138,13 +138,15 @@ def test_an_env_with_no_scorer_is_refused_with_what_it_would_need():
     envs.refuse_unscorable(envs.introspect(PY, "stock_arithmetic"))   # nothing to refuse
 
 
-def test_the_refusal_comes_before_iter_0(tmp_path, runs):
+def test_the_refusal_comes_before_a_run_directory_exists(tmp_path, runs):
     env = driver_env(tmp_path)
     env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
     r = driver(["run", "--dataset", "index_gym", "--env-args", '{"scorer": "hidden"}', "--teacher", "agent",
                 "--max-iters", "1", "--runs-dir", str(runs)], env, timeout=300)
     assert r.returncode == 2, r.stderr[-2000:]
     assert "score_answer(answer, entry)" in r.stderr and "[iter_0]" not in r.stderr
+    assert "Nothing was created" in r.stderr
+    assert not runs.exists() or not any(runs.iterdir())   # resume could not fix it: no dead run dir
 
 
 def test_an_env_the_check_cannot_run_on_is_undetermined():

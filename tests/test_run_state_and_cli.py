@@ -167,11 +167,28 @@ def test_trainer_crash_stops_cleanly_and_resume_retrains(tmp_path, runs):
     assert len(launches(tmp_path)) == 2
 
 
-def test_unknown_hub_env_aborts_with_reason(tmp_path, runs):
+def test_an_unknown_hub_env_is_refused_before_a_run_directory_exists(tmp_path, runs):
     r = driver(["run", "--dataset", "no_such_env_xyz", "--runs-dir", str(runs), *FAST],
                driver_env(tmp_path))
     assert r.returncode == 2 and "hub env not found" in r.stderr
-    rd = next(runs.iterdir())
+    assert "then run the command again" in r.stderr and "Nothing was created" in r.stderr
+    assert not runs.exists() or not any(runs.iterdir())
+    assert launches(tmp_path) == []
+
+
+def test_a_resume_whose_hub_env_no_longer_loads_aborts_with_reason(tmp_path, runs):
+    """The env loaded at `driver run` and was gone by the time the introspect phase reran (a
+    kill before hub_env.json was written, then the package uninstalled): the run is marked."""
+    env = driver_env(tmp_path, DRIVER_FAULT_KILL_AT="introspect:before-write")
+    r = driver(["run", "--max-iters", "1", "--runs-dir", str(runs), *FAST], env)
+    assert r.returncode != 0
+    rd = run_dir_from(r.stdout)
+    assert not (rd / "hub_env.json").exists()
+    state = json.loads((rd / "run.json").read_text())
+    state["dataset"] = "no_such_env_xyz"   # stands in for an env uninstalled since
+    (rd / "run.json").write_text(json.dumps(state))
+    r = driver(["resume", str(rd)], driver_env(tmp_path))
+    assert r.returncode == 2 and "hub env not found" in r.stderr
     state = json.loads((rd / "run.json").read_text())
     assert state["status"] == "aborted" and state["reason"] == "hub env not found"
 

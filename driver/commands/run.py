@@ -4,7 +4,9 @@ Everything `driver resume` cannot fix is refused here, before the run directory 
 flag, an unknown backend or a missing trainer, a base config prime-rl would reject, an
 --init-from directory that lacks what iter_0 is reused from (or whose iter_0 is of another
 dialect, hub env or model), a built-in student the embedded trainer cannot build for the env,
-a --student-solver that answers too few of the env's train rows at full reward.
+a --student-solver that answers too few of the env's train rows at full reward, a hub env that
+does not load, or whose reward reads the env's own state with no scorer a generated env could
+call instead (the run's env is fixed for its life).
 """
 from __future__ import annotations
 
@@ -71,6 +73,7 @@ def main(a) -> int:
     if state.base_config:
         state.base_config = str(Path(state.base_config).resolve())
         _check_base_config(Path(state.base_config), backend.dialect)
+    introspected = _introspect_first(state, backend)
     rd = RunDir.create(a.runs_dir, state.dataset)
     _record_backend(state, rd, backend)
     with RunLock(rd.path):
@@ -91,6 +94,7 @@ def main(a) -> int:
         if backend_note:
             print(backend_note, file=sys.stderr, flush=True)
         ctx = Ctx.open(rd, state)
+        ctx.introspected = introspected   # hub_env.json is written from it by the introspect phase
         if a.dry_run:
             from driver.phases import dry_run
 
@@ -99,6 +103,27 @@ def main(a) -> int:
             print(f"dry run: nothing trained. `driver resume {rd.path}` trains.", flush=True)
             return 0
         return loop.run(ctx)
+
+
+def _introspect_first(state, backend) -> tuple[dict, dict | None]:
+    """Load the hub env once, before anything is created: an env that does not load, or whose
+    reward reads the env's own state with no scorer to call instead, is refused here, as no
+    resume could change the run's env. The introspect phase writes hub_env.json from the result
+    (a resume that finds no hub_env.json loads the env again)."""
+    from driver import dialects
+    from driver.envs import hub as envs
+    from driver.errors import DriverError
+
+    print(f"introspect: loading {state.dataset} in {backend.python} (nothing is created until "
+          "it loads)", file=sys.stderr, flush=True)
+    try:
+        info, fingerprints = envs.introspect_with_fingerprints(
+            backend.python, state.dataset, state.env_args, hub_id=state.hub_id,
+            kind=dialects.get(backend.dialect).env_kind)
+        envs.refuse_unscorable(info)
+    except DriverError as e:
+        raise DriverError(f"{e}\nNothing was created.", exit_code=e.exit_code) from None
+    return info, fingerprints
 
 
 def _record_backend(state, rd, backend) -> None:

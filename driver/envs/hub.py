@@ -78,7 +78,7 @@ def ensure_installed(python: str, env_id: str, hub_id: str | None = None) -> Non
         f"hub env not found: '{env_id}' is not installed for {python} and could not be "
         f"installed (the prime CLI is not on PATH). Install it (`prime env install "
         f"{hub_id or env_id}` with VIRTUAL_ENV set to that interpreter's venv, or `pip install` its "
-        "package into that interpreter) and resume.", exit_code=2)
+        "package into that interpreter), then run the command again.", exit_code=2)
 
 
 def venv_of(python: str) -> Path:

@@ -63,13 +63,16 @@ def think_parser_warning(model: str, hub: dict) -> str | None:
 
 def _introspect(ctx: Ctx) -> None:
     env_id = ctx.state.dataset
-    try:
-        info, fingerprints = envs.introspect_with_fingerprints(
-            ctx.trainer.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id,
-            kind=ctx.dialect.env_kind)
-    except DriverError:
-        ctx.aborted("hub env not found")
-        raise
+    if ctx.introspected is not None:   # loaded (and checked) by `driver run` before the run dir
+        info, fingerprints = ctx.introspected
+    else:
+        try:
+            info, fingerprints = envs.introspect_with_fingerprints(
+                ctx.trainer.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id,
+                kind=ctx.dialect.env_kind)
+        except DriverError:
+            ctx.aborted("hub env not found")
+            raise
     info["hub_id"] = ctx.state.hub_id
     if info.get("selection") and ctx.dialect.name == "classic":
         # its rows are labelled by an env of the run's own (selection_env)
