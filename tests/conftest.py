@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 DOUBLE = ROOT / "tests" / "trainer_double.py"
+ENVS = str(ROOT / "tests" / "envs")   # the envs written for the tests (index_gym, digit_tally, ...)
 FAST = ["--steps-per-run", "3", "--batch-size", "256", "--eval-examples", "200"]
 # the trainer double's cache of loaded env rows, one per test process (trainer_double.load_rows)
 ROW_CACHE: Path | None = None
@@ -35,6 +36,21 @@ def driver_env(tmp_path: Path, **extra) -> dict:
     if ROW_CACHE is not None:
         env["DOUBLE_ROW_CACHE"] = str(ROW_CACHE)
     env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def with_test_envs(env) -> str:
+    """`env`'s PYTHONPATH with the tests' own envs (ENVS) first."""
+    return os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
+
+
+def cpu_user_env(tmp_path: Path) -> dict:
+    """A CPU user's shell: no prime-rl (nor its stand-in), the test envs importable, and an
+    empty student cache (no earlier build of any recipe)."""
+    env = driver_env(tmp_path, EMBEDDED_TRAINER_CACHE=tmp_path / "cache")
+    env.pop("DRIVER_RL_COMMAND")
+    env.pop("PRIME_RL_DIR", None)
+    env["PYTHONPATH"] = with_test_envs(env)
     return env
 
 

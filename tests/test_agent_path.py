@@ -11,20 +11,18 @@ from __future__ import annotations
 
 import json
 import tomllib
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FAST, ROOT, driver, driver_env, run_dir_from
+from conftest import FAST, driver, driver_env, run_dir_from, with_test_envs
 
-ENVS = str(ROOT / "tests" / "envs")
 
 
 def _env(tmp_path) -> dict:
     env = driver_env(tmp_path)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = with_test_envs(env)
     return env
 
 

@@ -5,33 +5,21 @@ student is fixed."""
 from __future__ import annotations
 
 import json
-import os
 import time
 
 import pytest
 
-from conftest import ROOT, driver, driver_env, launches, run_dir_from
+from conftest import cpu_user_env, driver, launches, run_dir_from
 
 pytest.importorskip("torch")
 
-ENVS = str(ROOT / "tests" / "envs")
-
-
-def _cpu_env(tmp_path) -> dict:
-    """A CPU user's shell: no prime-rl (nor its stand-in), the test envs importable, and an
-    empty student cache (no earlier build of any recipe)."""
-    env = driver_env(tmp_path, EMBEDDED_TRAINER_CACHE=tmp_path / "cache")
-    env.pop("DRIVER_RL_COMMAND")
-    env.pop("PRIME_RL_DIR", None)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
-    return env
 
 
 def test_a_cpu_user_on_an_env_the_built_in_student_cannot_warm_start_on_is_refused_before_a_run_directory(tmp_path):
     """digit_tally has no family generator, no warm_start_corpus and no reference completions:
     the default student (corpus=stream) and the train-corpus one are both refused with exit 2,
     naming the cause and the commands that work, and nothing is created, not even --runs-dir."""
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     runs = tmp_path / "runs"
     r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir", str(runs)], env)
     assert r.returncode == 2, r.stdout + r.stderr[-3000:]
@@ -61,7 +49,7 @@ def test_a_cpu_user_on_an_env_the_built_in_student_cannot_warm_start_on_is_refus
 
 
 def test_a_stream_student_on_an_env_with_reference_completions_is_pointed_at_corpus_train(tmp_path):
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     runs = tmp_path / "runs"
     r = driver(["run", "--dataset", "parity_toy", "--backend", "local", "--runs-dir", str(runs)], env)
     assert r.returncode == 2, r.stdout + r.stderr[-3000:]
@@ -78,7 +66,7 @@ def test_a_student_that_can_be_built_or_is_built_already_is_not_refused(tmp_path
     a student already built for the env (in the cache) needs no corpus at all."""
     from embedded_trainer import recipe
 
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     runs = tmp_path / "runs"
     r = driver(["run", "--dataset", "parity_toy", "--backend", "local", "--runs-dir", str(runs),
                 "--model", "builtin:tiny-char-qwen2?corpus=train", "--teacher", "agent", "--dry-run"], env)
@@ -102,7 +90,7 @@ def test_resume_with_another_model_is_refused_with_the_command_that_works(tmp_pa
     rd.save(RunState(dataset="digit_tally", model="builtin:tiny-char-qwen2", backend="local",
                      start_ts=time.time(), teacher="agent", phase="train", iteration=0))
     before = rd.run_json.read_text()
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     r = driver(["resume", str(rd.path), "--model", "/models/qwen3-0.6b", "--budget", "2h"], env)
     assert r.returncode == 2, r.stdout + r.stderr[-3000:]
     err = " ".join(r.stderr.split())

@@ -13,12 +13,10 @@ import textwrap
 
 import pytest
 
-from conftest import ROOT, driver, run_dir_from
-from test_cpu_refusals import _cpu_env
+from conftest import ENVS, cpu_user_env, driver, run_dir_from
 
 pytest.importorskip("torch")
 
-ENVS = str(ROOT / "tests" / "envs")
 # a tiny recipe: the test checks the route, not the student's quality
 TINY = "builtin:tiny-char-qwen2?sft_steps=20&sft_batch=8&hidden_size=32&ffn=64&layers=1&heads=2"
 
@@ -63,7 +61,7 @@ def solve(question: str, info: dict) -> str | None:
 def solver_run(tmp_path_factory):
     """`driver run --student-solver` with the solver the refusal describes, as a dry run."""
     tmp_path = tmp_path_factory.mktemp("solver")
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     (tmp_path / "solve.py").write_text(textwrap.dedent(SOLVER))
     r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir",
                 str(tmp_path / "runs"), "--model", TINY, "--student-solver", "solve.py",
@@ -151,7 +149,7 @@ def test_the_built_in_student_is_built_from_the_solver_corpus_with_progress_line
 
 
 def test_a_solver_that_passes_too_few_rows_is_refused_before_a_run_directory(tmp_path):
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     runs = tmp_path / "runs"
     solver = tmp_path / "few.py"
     solver.write_text(textwrap.dedent(SOLVES_TOO_FEW))
@@ -187,7 +185,7 @@ def test_iter_0_builds_the_solver_student_showing_its_sft_steps_then_trains_and_
     builds the student inside iter_0's launch, the driver prints the build's SFT lines before the
     first train step, then iter_0 trains and evaluates that student (the agent teacher stops the
     run with exit 3 after it)."""
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     (tmp_path / "solve.py").write_text(textwrap.dedent(SOLVER))
     model = TINY.replace("sft_steps=20", "sft_steps=300")
     r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir",
@@ -215,7 +213,7 @@ def test_a_cpu_user_on_an_env_without_a_generator_is_refused_then_served_then_ru
     through training, evaluation and three controls to finalize."""
     from test_agent_path import teacher_from_brief
 
-    env = _cpu_env(tmp_path)
+    env = cpu_user_env(tmp_path)
     runs = tmp_path / "runs"
     model = "builtin:tiny-char-qwen2?sft_steps=20&hidden_size=32&ffn=64&layers=1&heads=2"
     r = driver(["run", "--dataset", "digit_tally", "--backend", "local", "--runs-dir", str(runs),

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ENVS, with_test_envs
 from driver.envs import hub as envs
 from driver.errors import DriverError
 
 PY = sys.executable
-ENVS = str(Path(__file__).resolve().parent / "envs")
 sys.path.insert(0, ENVS)
 import own_data_gym  # noqa: E402
 
@@ -31,7 +31,7 @@ import own_data_gym  # noqa: E402
 def test_envs_on_path():
     """tests/envs on PYTHONPATH, for the driver's env-side jobs and the checks below."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in [ENVS, os.environ.get("PYTHONPATH", "")] if p))
+        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
         yield
 
 

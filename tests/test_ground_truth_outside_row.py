@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, driver, driver_env
+from conftest import ENVS, ROOT, driver, driver_env, with_test_envs
 from driver.envs import hub as envs
 from driver.errors import DriverError
 from driver.gates import accuracy, rules
 from driver.gates import dataset as gate
 
 PY = sys.executable
-ENVS = str(ROOT / "tests" / "envs")
 sys.path.insert(0, ENVS)
 sys.path.insert(0, str(ROOT / "driver" / "envside"))
 import index_gym  # noqa: E402
@@ -40,7 +39,7 @@ TRAIN = 200   # index_gym's default train rows: its dataset object holds train t
 @pytest.fixture(scope="module", autouse=True)
 def test_envs_on_path():
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", os.pathsep.join(p for p in [ENVS, os.environ.get("PYTHONPATH", "")] if p))
+        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
         yield
 
 
@@ -140,7 +139,7 @@ def test_an_env_with_no_scorer_is_refused_with_what_it_would_need():
 
 def test_the_refusal_comes_before_a_run_directory_exists(tmp_path, runs):
     env = driver_env(tmp_path)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = with_test_envs(env)
     r = driver(["run", "--dataset", "index_gym", "--env-args", '{"scorer": "hidden"}', "--teacher", "agent",
                 "--max-iters", "1", "--runs-dir", str(runs)], env, timeout=300)
     assert r.returncode == 2, r.stderr[-2000:]

@@ -6,17 +6,15 @@ evaluation and three controls to finalize."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import FAST, ROOT, driver, driver_env, run_dir_from
+from conftest import FAST, driver, driver_env, run_dir_from, with_test_envs
 from test_agent_path import read_brief
 
-ENVS = str(ROOT / "tests" / "envs")
 
 GENERATOR = r'''
 import json, random
@@ -137,7 +135,7 @@ def _teacher(brief_path, env) -> subprocess.CompletedProcess:
 @pytest.mark.extended   # a whole run with a teacher stop: CI's extended command
 def test_a_hub_class_without_a_dataset_argument_runs_from_introspection_to_finalize(tmp_path, runs):
     env = driver_env(tmp_path)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = with_test_envs(env)
     r = driver(["run", "--dataset", "own_data_gym", "--teacher", "agent", "--max-iters", "2",
                 "--runs-dir", str(runs), *FAST], env)
     rd = run_dir_from(r.stdout)

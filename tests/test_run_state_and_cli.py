@@ -172,6 +172,8 @@ def test_an_unknown_hub_env_is_refused_before_a_run_directory_exists(tmp_path, r
                driver_env(tmp_path))
     assert r.returncode == 2 and "hub env not found" in r.stderr
     assert "then run the command again" in r.stderr and "Nothing was created" in r.stderr
+    helped = " ".join(driver(["run", "--help"], driver_env(tmp_path)).stdout.split())
+    assert "refused first, with exit 2 and nothing created: a hub env that does not load" in helped
     assert not runs.exists() or not any(runs.iterdir())
     assert launches(tmp_path) == []
 

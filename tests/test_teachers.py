@@ -13,19 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FAST, ROOT, driver, driver_env, launches, run_dir_from
+from conftest import FAST, ROOT, driver, driver_env, launches, run_dir_from, with_test_envs
 from fake_llm import FakeLLM
 import teacher_files
 
 sys.path.insert(0, str(ROOT / "tests" / "envs"))
 from canary_stock import CANARY  # noqa: E402
 
-ENVS = str(ROOT / "tests" / "envs")
 
 
 def canary_env(tmp_path, **extra) -> dict:
     env = driver_env(tmp_path, **extra)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = with_test_envs(env)
     return env
 
 

@@ -17,9 +17,9 @@ interval lies wholly below the before interval.
 """
 from __future__ import annotations
 
-import json
 
 from driver.analysis.evaluation import wilson_interval
+from driver.envside.rows import info_of
 from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 FILE = "weakness_diff.json"   # in iter_n/teacher_input/
@@ -30,16 +30,6 @@ def buckets(weakness: dict) -> list[tuple[str, str]]:
     """The (domain, sub_domain) buckets a weakness.json names, in its order."""
     return [(d.get("name"), s.get("name")) for d in weakness.get("domains") or []
             for s in d.get("sub_domains") or []]
-
-
-def _info(row: dict) -> dict:
-    info = row.get("info")
-    if isinstance(info, str):   # some writers keep info as a JSON string
-        try:
-            info = json.loads(info)
-        except ValueError:
-            return {}
-    return info if isinstance(info, dict) else {}
 
 
 def window(rollouts: int, failed: int) -> dict:
@@ -55,7 +45,7 @@ def counts(rows, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict]:
     """Each bucket's window over `rows` (train rollout rows: `info`, `reward`)."""
     tally = {k: [0, 0] for k in keys}
     for r in rows:
-        info = _info(r)
+        info = info_of(r)
         key = (info.get("domain"), info.get("sub_domain"))
         if key in tally:
             tally[key][0] += 1

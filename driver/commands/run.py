@@ -24,8 +24,13 @@ _FLAGS: dict[str, str] = {}
 def add(sub) -> None:
     r = sub.add_parser(NAME, help="start a new run", epilog=EXIT_CODES,
                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                       description="Create a run directory and drive every phase: introspect, "
-                                   "iter_0 baseline, the teacher/student loop, controls, finalize.")
+                       description=(
+                           "Create a run directory and drive every phase: introspect, iter_0\n"
+                           "baseline, the teacher/student loop, controls, finalize.\n\n"
+                           "What `driver resume` could not fix is refused first, with exit 2 and\n"
+                           "nothing created: a hub env that does not load, or whose reward cannot\n"
+                           "score a generated row; a built-in student the embedded trainer cannot\n"
+                           "build for the env; a base config or --init-from the trainer would reject."))
     _FLAGS.update(add_model_flags(r, RunConfig))
     _FLAGS["llm"] = "--llm-model"
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")

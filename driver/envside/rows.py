@@ -23,6 +23,17 @@ def read_reasoned_rows(dataset: str) -> list[tuple[int, dict]]:
     return rows
 
 
+def info_of(row: dict) -> dict:
+    """A row's info as a dict: some writers keep it as a JSON string; anything else is {}."""
+    info = row.get("info")
+    if isinstance(info, str):
+        try:
+            info = json.loads(info)
+        except ValueError:
+            return {}
+    return info if isinstance(info, dict) else {}
+
+
 def seeded_picks(size: int, n: int, seed: str) -> list[int]:
     """`n` indices into a split of `size` rows, seeded by `seed`, without replacement until the
     split runs out."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 
+import rows as rows_io
 from row_truth import question_of
 
 
@@ -39,7 +40,7 @@ def _reference_rows(env_id: str, env_args: dict) -> tuple[int | None, int | None
         return None, None, f"{type(e).__name__}: {e}"
     refs = 0
     for row in rows:
-        ref = _info(row).get("reference_completion")
+        ref = rows_io.info_of(row).get("reference_completion")
         refs += isinstance(ref, str) and bool(ref)
     return len(rows), refs, None
 
@@ -86,16 +87,6 @@ def recipe(req: dict) -> dict:
     return out
 
 
-def _info(row: dict) -> dict:
-    info = row.get("info")
-    if isinstance(info, str):
-        try:
-            info = json.loads(info)
-        except ValueError:
-            info = None
-    return info if isinstance(info, dict) else {}
-
-
 def _load_solver(path: str):
     import importlib.util
 
@@ -125,7 +116,6 @@ def solver_corpus(req: dict) -> dict:
     import traceback
 
     import classic
-    import rows as rows_io
     from embedded_trainer import recipe as r
 
     out: dict = {"train_rows": 0, "returned": 0, "kept": 0, "floor": 0, "ceiling": 0.0,
@@ -141,7 +131,7 @@ def solver_corpus(req: dict) -> dict:
     out["floor"] = max(min(req["min_rows"], len(train)), math.ceil(req["min_share"] * len(train)), 1)
     answered: list[tuple[dict, str]] = []
     for row in train:
-        q, info = question_of(row), _info(row)
+        q, info = question_of(row), rows_io.info_of(row)
         try:
             got = solve(q, dict(info))
         except Exception as e:  # noqa: BLE001 - a row the solver cannot do
@@ -154,7 +144,7 @@ def solver_corpus(req: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="student-solver-") as tmp:
         scored_in = os.path.join(tmp, "answered.jsonl")
         rows_io.write_jsonl(scored_in, ({"question": question_of(row), "answer": row.get("answer", ""),
-                                         "info": {**_info(row), "reasoning": got}}
+                                         "info": {**rows_io.info_of(row), "reasoning": got}}
                                         for row, got in answered))
         # the env's own rows, scored by its own rubric as it stands: a reward that reads the env's
         # state (row_truth.py) finds each row's own entry there, so no generated-env rubric swap
