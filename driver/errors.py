@@ -16,6 +16,15 @@ class UsageError(DriverError):
         super().__init__(message, exit_code=2)
 
 
+class ArmAborted(DriverError):
+    """prime-rl ended an arm on a rule of its own (its zero-advantage filter found nothing to
+    train on), with its reason: the arm is recorded as such and never retrained as it was."""
+
+    def __init__(self, arm: str, reason: str):
+        super().__init__(f"[{arm}] prime-rl aborted the arm: {reason}")
+        self.arm, self.reason = arm, reason
+
+
 class WaitingForTeacher(Exception):
     """The agent teacher has been briefed; the driver stops with exit code 3."""
 

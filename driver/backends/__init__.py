@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from driver.backends import hosted, local, prime_rl
-from driver.backends.base import Backend, Command, EnvPublisher, Preflight, Probe
+from driver.backends.base import Backend, Command, EnvPublisher, LocalServers, Preflight, Probe
 from driver.errors import UsageError
 
 if TYPE_CHECKING:
     from driver.run.model import RunState
 
-__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "Probe", "arm_cost", "choose",
+__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "LocalServers", "Probe", "arm_cost", "choose",
            "preflight", "resolve", "spent_usd"]
 
 BACKENDS: dict[str, Callable[[str | None], Backend]] = {

@@ -78,6 +78,7 @@ def main(a) -> int:
     if state.base_config:
         state.base_config = str(Path(state.base_config).resolve())
         _check_base_config(Path(state.base_config), backend.dialect)
+    launch_notes = _check_launch_prerequisites(state, backend)
     introspected = _introspect_first(state, backend)
     rd = RunDir.create(a.runs_dir, state.dataset)
     _record_backend(state, rd, backend)
@@ -96,8 +97,8 @@ def main(a) -> int:
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
-        if backend_note:
-            print(backend_note, file=sys.stderr, flush=True)
+        for note in ([backend_note] if backend_note else []) + launch_notes:
+            print(note, file=sys.stderr, flush=True)
         ctx = Ctx.open(rd, state)
         ctx.introspected = introspected   # hub_env.json is written from it by the introspect phase
         if a.dry_run:
@@ -153,10 +154,6 @@ def _check_init_from(state, dialect: str) -> None:
         return
     if not Path(state.init_from).is_dir():
         raise UsageError(f"--init-from {state.init_from} is not a directory")
-    if dialect != "classic":
-        raise UsageError(f"--init-from reads a classic run's layout (weights/, run_default/); this "
-                         f"trainer writes the {dialect} layout, so a prior run cannot be reused "
-                         "there yet. Start without --init-from.")
     # before anything is created: a driver run (or its iter_0) or a prime-rl output, whose
     # iter_0 is finished, of this dialect, hub env and model, with every file a resume reads
     init_from_source(state, dialects.get(dialect))
@@ -307,6 +304,69 @@ def student_routes(got, dataset: str) -> str:
                       "train rows an info.reference_completion), then run again")
     return ("The student is fixed for a run (`driver resume` cannot change --model), so nothing "
             "was created. What works instead:\n" + "\n".join(routes))
+
+
+def _check_launch_prerequisites(state, backend) -> list[str]:
+    """What a prime-rl launch would refuse only once it starts, refused before anything exists
+    (an arm after iter_0 would otherwise fail after iter_0's hours): fewer GPUs than the
+    deployment asks for (prime-rl's launcher counts CUDA_VISIBLE_DEVICES, else NVML:
+    rl_contract/launch.py), W&B turned on with no credentials, and (current dialect) a canonical
+    config whose train sources a fork cannot keep. Resolves --wandb auto to on or off; returns
+    lines for the run header."""
+    import tomllib
+    from pathlib import Path
+
+    from driver.errors import UsageError
+    from rl_contract import launch
+
+    notes = []
+    base = tomllib.loads(Path(state.base_config).read_text()) if state.base_config else {}
+    creds = launch.wandb_credentials(generation=backend.dialect)
+    asked = state.wandb
+    if asked == "on" and not creds:
+        raise UsageError("--wandb on, but no W&B credentials are set here: a detached trainer's "
+                         "`wandb.init` fails without them. Set WANDB_API_KEY (or run `wandb "
+                         "login`), or pass --wandb off; nothing was created.")
+    state.wandb = "on" if asked == "on" or (asked == "auto" and creds) else "off"
+    if state.backend in ("prime_rl", "hosted"):
+        if state.wandb == "on":
+            notes.append(f"W&B: on (credentials: {creds})")
+        else:
+            notes.append("W&B: off " + ("(--wandb off)" if asked == "off" else
+                                        "(no credentials found: set WANDB_API_KEY or run `wandb login`)")
+                         + "; arms log to files only"
+                         + ("; the base config's W&B section is left out of iter_0"
+                            if launch.wandb_enabled(base) else ""))
+    if state.backend != "prime_rl":
+        return notes
+    requested = launch.gpus_requested(base or {"inference": {}})
+    visible = launch.visible_gpus()
+    if visible is None and not backend.stand_in:
+        raise UsageError(f"no NVIDIA GPU is visible here (CUDA_VISIBLE_DEVICES is unset and "
+                         f"nvidia-smi is not found), and prime-rl's launcher asks for {requested} "
+                         "(its deployment's inference + trainer GPUs). Run on the GPU node, or "
+                         "use --backend hosted (no GPU here) or --backend local (CPU); nothing "
+                         "was created.")
+    if visible is not None and visible < requested:
+        raise UsageError(f"prime-rl's launcher would refuse this node: its deployment asks for "
+                         f"{requested} GPUs (inference + trainer) and {visible} are visible "
+                         "(CUDA_VISIBLE_DEVICES, else nvidia-smi). Free or expose more GPUs, or "
+                         "give a --base-config whose [deployment] fits; nothing was created.")
+    notes.append(f"GPUs: {requested} asked for, "
+                 + (f"{visible} visible" if visible is not None else "not visible here (the stand-in decides)"))
+    if backend.dialect == "current" and base:
+        from driver.dialects import get
+
+        blocks = get("current").train_blocks(base)
+        names = [b.get("name") or ((b.get("env") or {}).get("taskset") or {}).get("id") for b in blocks]
+        if len(names) != 1:
+            raise UsageError(f"--base-config {state.base_config} trains iter_0 on {len(names)} train "
+                             f"sources ({', '.join(map(str, names))}); every later arm forks iter_0's "
+                             "checkpoint with one source, and prime-rl refuses a fork whose "
+                             "train-source names differ from the checkpoint's. Give a base config "
+                             "with one [[orchestrator.train.source]]; nothing was created.")
+        state.iter_0_train_source = names[0]
+    return notes
 
 
 def _check_base_config(path, dialect: str) -> None:

@@ -99,11 +99,13 @@ class ClassicDialect(ClassicLayout):
     def hub_train_block(self, hub: dict) -> dict:
         return self.train_env_block(hub["env_id"], hub.get("env_args"))
 
-    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None) -> list[dict]:
+    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None,
+                      fork_name: str | None = None) -> list[dict]:
         gen = self.train_env_block(package, name=name or (package if hub_block else None))
         return [gen] if hub_block is None else [hub_block, gen]
 
-    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str:
+    def render_final_eval(self, hub: dict, knobs: Knobs, broadcasts: Path, step: int,
+                          output_dir: Path) -> str:
         raise UsageError("the classic generation evaluates its final weights in the run itself")
 
     def check_final_eval(self, text: str) -> dict:
@@ -115,12 +117,13 @@ class ClassicDialect(ClassicLayout):
                 "--orchestrator.rollouts-per-example", str(knobs.rollouts_per_example),
                 "--output-dir", str(output_dir), *shared_overrides(knobs)]
 
-    def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
+    def check_rendered(self, text: str, *, expect_resume: int | None = None,
+                       fork_name: str | None = None) -> dict:
         """Parse a rendered config back and refuse what would waste a launch."""
         return self.check_effective(parse_rendered(text), expect_resume=expect_resume, complete=False)
 
     def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
-                        complete: bool = True) -> dict:
+                        complete: bool = True, fork_name: str | None = None) -> dict:
         """The checks on a config: one rendered file (complete=False: an overlay may hold one
         part), or the composition of a launch's files and flags (complete=True)."""
         unknown = classic_schema.unknown_keys(cfg)

@@ -72,6 +72,11 @@ class SolverRequest(EnvRequest):
     min_share: float            # ... and min_share of the split passing
 
 
+class ModelFilesRequest(_Model):
+    model: str                  # the base model's name (or directory), as training loaded it
+    dest: str                   # where its config, generation config and tokenizer go
+
+
 class AuxRequest(_Model):
     aux_file: str               # the teacher's aux_rewards.py, loaded by path
     dataset: str                # the generated rows (JSONL)
@@ -201,6 +206,10 @@ class SolverCorpus(_Model):
     path: str | None
 
 
+class ModelFiles(_Model):
+    written: list[str]                # which of config, tokenizer, generation_config
+
+
 class ErrorInfo(_Model):
     type: str
     message: str
@@ -245,6 +254,8 @@ JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("ta
 AUX_CHECK = Action("aux.check_rows", AuxRequest, AuxChecked, v1=False, timeout=600)
 # can the embedded trainer build its built-in student for the hub env (before a run exists)
 STUDENT_CHECK = Action("student.recipe", StudentRequest, StudentCheck, v1=False, timeout=600)
+# `driver export-model`: the base model's config and tokenizer beside an arm's weight shards
+MODEL_FILES = Action("model.base_files", ModelFilesRequest, ModelFiles, v1=False, timeout=1800)
 # `driver run --student-solver`: the solver on the env's train rows, scored, kept as a corpus
 STUDENT_SOLVER = Action("student.solver_corpus", SolverRequest, SolverCorpus, v1=False, timeout=1800)
 

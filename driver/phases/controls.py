@@ -53,9 +53,10 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
                 arm=spec.name, purpose=spec.purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
                 eval_knobs=eval_knobs(ctx, arm),
                 train_envs=ctx.dialect.train_sources(
-                    arm.package, hub_train_block(ctx) if spec.with_hub_rows else None, arm.source_name),
+                    arm.package, hub_train_block(ctx) if spec.with_hub_rows else None, arm.source_name,
+                    fork_name=ctx.state.iter_0_train_source),
                 resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-            ctx.dialect.check_rendered(text)
+            ctx.dialect.check_rendered(text, fork_name=ctx.state.iter_0_train_source)
             atomic_write_text(cfg, text)
         train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))

@@ -42,7 +42,8 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                "acc_by_population": s.get("acc_by_population"),
                "train_reward_by_step": s.get("train_reward_by_step") or {},
                "best": bool(best and name == f"iter_{best['best_iter']}"),
-               "cost_usd": entry.get("cost_usd")}
+               "cost_usd": entry.get("cost_usd"), "n_errored": entry.get("n_errored") or 0,
+               "measures": (entry.get("eval_config") or {}).get("measures")}
         if acc is not None and n:
             row["acc_ci"] = list(wilson_interval(round(acc * n), n))
         if name != "iter_0" and base_correct and s.get("correct_by_example"):
@@ -181,6 +182,14 @@ def table(rows: list[dict]) -> str:
     if rec is not None:
         lines.append(f"Recommended checkpoint: {rec['arm']} ({rec['ckpt'] or 'no checkpoint'}): "
                      f"{rec['recommended']}.")
+    errored = [f"{r['arm']} {r['n_errored']}" for r in rows if r.get("n_errored")]
+    if errored:
+        lines.append("Errored eval episodes (a model or env-server error: no answer was scored), "
+                     "counted apart and left out of n, accuracy and every paired test: "
+                     + ", ".join(errored) + ".")
+    measured = sorted({r["measures"] for r in rows if r.get("measures")})
+    if measured:
+        lines.append("Each arm's eval measures " + "; or ".join(measured) + ".")
     lines.append("strict: the env's reward; lenient: the right number in any format (a zero-weight "
                  "metric). Lift: paired on the eval examples both arms answered (controls are "
                  "evaluated on the whole eval split, iterations on --eval-examples of it); p: "

@@ -113,6 +113,12 @@ class Knobs(BaseModel):
              "--base-config keeps its own setting for iter_0")
     eval_examples: int = setting(200, help="hub eval examples per iteration's evaluation (controls "
                                            "are evaluated on the whole eval split)", ge=1)
+    wandb: Literal["auto", "on", "off"] = setting(
+        "auto",
+        help="log every arm the driver renders to W&B: on, off, or auto (on when W&B credentials "
+             "are found: WANDB_API_KEY or a `wandb login`; `wandb.init` fails without them in a "
+             "detached trainer). `driver run` records the choice; on without credentials is "
+             "refused before anything starts")
 
     @classmethod
     def defaults_for(cls, backend: str) -> dict[str, Any]:
@@ -258,6 +264,13 @@ class RunConfig(Knobs):
         help="after an arm's last train step (or from launch, for a final-weights eval), how long "
              "its eval may take to complete before the launch is stopped and the arm marked "
              "failed; a control is evaluated on the whole eval split")
+    stop_grace_s: float | None = setting(
+        flag="--stop-grace", parse="duration", gt=0,
+        by_backend={"prime_rl": None, "local": 10, "hosted": 10},
+        help="when a launch must be stopped (a stall, a timeout): how long its launcher's own "
+             "cleanup gets after SIGTERM before every process it started is SIGKILLed (default "
+             "for prime_rl: its launcher's cleanup limit with the default processes, "
+             "rl_contract/launch.py)")
     probe_prompts: int = setting(
         32, ge=0, help="pre-training gradient probe: the anchor student samples a group on this "
                        "many generated rows; 0 turns it off")
@@ -314,6 +327,9 @@ class TrainerProcess(BaseModel):
     output_dir: str
     config_paths: list[str]
     launched_ts: float
+    # its log; the launch's process tree is recorded beside it (<log>.tree.json), so a stop
+    # reaches every process it started, those in sessions of their own included
+    log: str | None = None
     # the arm's steps: it starts after start_step (its resume step) and ends at final_step,
     # so `driver status` reads progress without knowing how arms are named or resumed
     start_step: int = 0
@@ -368,6 +384,9 @@ class RunState(RunConfig):
     iter_0_source: str | None = None
     iter_0_path: str | None = None
     iter_0_step: int | None = None
+    # current dialect: the name of iter_0's one train source (a canonical config's own), which
+    # every arm forking iter_0's checkpoint keeps (prime-rl refuses a renamed source)
+    iter_0_train_source: str | None = None
     limit_changes: list[LimitChange] = Field(default_factory=list)   # `driver resume --budget ...`
     end_ts: float | None = None
     total_duration_s: float | None = None
@@ -395,7 +414,9 @@ class ArmMetrics(BaseModel):
     eval_acc: float | None = Field(None, ge=0, le=1, description="eval split accuracy")
     eval_reward_mean: float | None = None
     eval_lenient_acc: float | None = Field(None, ge=0, le=1)
-    n_eval: int | None = Field(None, ge=0)
+    n_eval: int | None = Field(None, ge=0, description="scored eval examples")
+    n_errored: int | None = Field(None, ge=0, description="eval episodes that errored (a model or "
+                                  "env-server error): counted apart, never as wrong answers")
     selection_acc: float | None = Field(None, ge=0, le=1,
                                         description="selection split accuracy, when the hub has one")
     n_selection: int | None = Field(None, ge=0)

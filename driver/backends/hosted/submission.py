@@ -93,7 +93,7 @@ def eval_config(args: list[str], run_dir: Path, state: RunState) -> dict:
     hub = read_json(run_dir / "hub_env.json")
     knobs = state.knobs()
     cfg = {"max_steps": 1, "seq_len": knobs.seq_len, "run": {"name": RUN_NAME},
-           "model": {"name": volume_path(run_dir, Path(ev["model"]))},
+           "model": {"name": volume_path(run_dir, _final_weights(ev))},
            "tokenizer": {"name": tokenizer},
            "weight_broadcast": {"type": "filesystem"},
            "orchestrator": {"batch_size": knobs.batch_size, "group_size": knobs.rollouts_per_example,
@@ -104,6 +104,15 @@ def eval_config(args: list[str], run_dir: Path, state: RunState) -> dict:
            "trainer": {}, "inference": {}}
     _to_hub_ids(cfg, hub_refs(run_dir, state))
     return cfg
+
+
+def _final_weights(ev: dict) -> Path:
+    """The weights an evals config measures: the broadcast its [online] block loads into the
+    base model, or (a standalone config) the model it serves."""
+    online = ev.get("online") or {}
+    if online.get("broadcasts_dir") is not None and online.get("resume_step") is not None:
+        return Path(online["broadcasts_dir"]) / f"step_{int(online['resume_step'])}"
+    return Path(ev["model"])
 
 
 def check_submission(cfg: dict) -> None:
