@@ -92,7 +92,7 @@ class Hosted:
         return Command((self.cli.exe, "train", EVAL_KIND))
 
     def runner(self) -> HostedRunner:
-        return HostedRunner(self.cli)
+        return HostedRunner(self.cli, self.cli_version)
 
     def probe(self) -> Probe | None:
         return None   # sampling the anchor would be a paid hosted run of its own
@@ -105,18 +105,25 @@ class Hosted:
                 f"{self.cli.exe})")
 
     def preflight(self, state: RunState) -> str | None:
-        """The student must be a model Hosted Training trains; returns the cost estimate."""
+        """The student must be one Hosted Training can place: cached on a reserved cluster the
+        account has, or on the on-demand pool, which downloads a model it has not cached
+        (api/training.py:110-126, 138-152@0.18.0); returns the header's cost lines."""
         try:
             models = self.cli.json("train", "models", "-o", "json", timeout=120)
         except CLIError as e:
             raise UsageError(f"cannot list Hosted Training's models: {e}") from None
-        names = [str(m.get("name")) for m in models.get("available_fft_models") or []
-                 if isinstance(m, dict)]
-        if state.model not in names:
+        reserved = [str(m.get("name")) for m in models.get("available_fft_models") or []
+                    if isinstance(m, dict)]
+        offers = on_demand_offers(models)
+        if state.model not in reserved and not offers:
+            access = models.get("on_demand_beta_access")
+            why = ("your account is not enrolled in the on-demand beta (ask Prime support for "
+                   "access)" if access is False else "no on-demand capacity is listed now")
             raise UsageError(
-                f"--model {state.model} is not a model Hosted Training trains; `prime train models` "
-                f"lists: {', '.join(names) or 'none'}. Pass --model with one of them (or ask for it "
-                "with `prime train request`).")
+                f"--model {state.model} cannot be placed on Hosted Training: `prime train models` "
+                f"lists it on no reserved cluster of yours (reserved: {', '.join(reserved) or 'none'}) "
+                f"and {why}. Pass --model with a listed one, ask for it with `prime train request`, "
+                "or run again once `prime train models` lists on-demand capacity.")
         return cost_estimate(state, models)
 
     def publish_env(self, pkg_dir: Path) -> dict:
@@ -140,25 +147,38 @@ def build(prime_rl_dir: str | None = None) -> Hosted:
                   version_source=f"Hosted Training's own prime-rl image (prime CLI {version})")
 
 
+def on_demand_offers(models: dict) -> list[dict]:
+    return [o for o in models.get("on_demand") or []
+            if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
+
+
 def cost_estimate(state: RunState, models: dict) -> str:
-    """One header line: the on-demand GPU-hour price `prime train models` reports for the
-    student's clusters, times ASSUMED_GPUS, over the loop's --budget."""
-    gpu_types = {c.get("gpu_type") for m in models.get("available_fft_models") or []
-                 if isinstance(m, dict) and m.get("name") == state.model
-                 for c in m.get("clusters") or [] if isinstance(c, dict)}
-    offers = [o for o in models.get("on_demand") or []
-              if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
-    fitting = [o for o in offers if o.get("gpu_type") in gpu_types] or offers
-    cap = (f" --max-cost ${state.max_cost_usd:g} ends the loop once the runs have cost that much."
+    """The header's cost lines. Placement is the platform's: a student cached on a reserved
+    cluster of the account runs there, with no hourly price (the cost is then unknown here);
+    otherwise on the on-demand pool at its listed $/GPU-hour, which downloads the model at
+    start (billed from pods ready: the download is paid time). The dispatch answer quotes each
+    run's own rate, which the ledger uses."""
+    reserved = {str(m.get("name")): sorted({str(c.get("gpu_type")) for c in m.get("clusters") or []
+                                            if isinstance(c, dict) and c.get("gpu_type")})
+                for m in models.get("available_fft_models") or [] if isinstance(m, dict)}
+    offers = on_demand_offers(models)
+    cap = (f" --max-cost ${state.max_cost_usd:g} ends the loop once the runs have cost that much "
+           "(the larger of the GPU-hour bill at each run's dispatch rate and `prime train usage`)."
            if state.max_cost_usd is not None else " Set --max-cost USD to cap what the loop spends.")
-    if not fitting:
-        return ("cost: `prime train models` reports no on-demand price (reserved capacity has "
-                "none); each run's billed cost (`prime train usage`) is recorded as it ends." + cap)
-    best = min(fitting, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
+    ledger = (" Each run's billed time, GPU-hours, dispatch rate and usage view are in cost.json "
+              "and metrics.json.")
+    if state.model in reserved:
+        return (f"cost: {state.model} is cached on reserved clusters of yours "
+                f"({', '.join(reserved[state.model]) or 'GPU type not listed'}), where runs have no "
+                "hourly price: the loop's cost is unknown here (a run placed on demand instead "
+                "quotes its rate at dispatch, and is billed at it)." + ledger + cap)
+    best = min(offers, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
     price, hours = float(best["price_per_gpu_hour"]), state.budget_seconds / 3600
-    return (f"cost estimate: ${price:.2f}/GPU-hour on demand ({best.get('gpu_type')}); at "
-            f"{ASSUMED_GPUS} GPUs per run (assumed until a run reports its gpu_count) the loop's "
-            f"--budget of {hours:g} h of runs costs up to ${price * ASSUMED_GPUS * hours:,.2f}, "
-            f"and each control arm after it about what one iteration costs "
-            f"({state.steps_per_run} steps of {state.batch_size} rollouts, and a one-step eval "
-            "run); the billed cost of every run (`prime train usage`) is in metrics.json." + cap)
+    return (f"cost estimate: {state.model} is on no reserved cluster of yours, so its runs go on "
+            f"demand, which downloads the model at each run's start (billed from pods ready, so "
+            f"the download is paid time): ${price:.2f}/GPU-hour ({best.get('gpu_type')}, the rate "
+            f"`prime train models` lists; each dispatch quotes its own). At {ASSUMED_GPUS} GPUs per "
+            f"run (assumed until a run reports its gpu_count) the loop's --budget of {hours:g} h of "
+            f"runs costs up to ${price * ASSUMED_GPUS * hours:,.2f}, and each control arm after it "
+            f"about what one iteration costs ({state.steps_per_run} steps of {state.batch_size} "
+            "rollouts, and a one-step eval run)." + ledger + cap)
