@@ -1084,8 +1084,11 @@ def worker(run_id: str) -> int:
             ev["skip_first_step"] = True
     work = home() / "work" / run_id
     (work / "rl.toml").write_text(tomli_w.dumps(cfg))
+    env = dict(os.environ)
+    if os.environ.get("PRIME_DOUBLE_GET_FAIL") and os.environ["PRIME_DOUBLE_GET_FAIL"] in (rec.get("name") or ""):
+        env["DOUBLE_HANG_AT_STEP"] = "1"   # a lost run runs on (and bills) until it is stopped
     with open(work / "trainer.log", "w") as log:
-        rc = subprocess.run([sys.executable, str(TRAINER_DOUBLE), "@", str(work / "rl.toml")],
+        rc = subprocess.run([sys.executable, str(TRAINER_DOUBLE), "@", str(work / "rl.toml")], env=env,
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT).returncode
     batch = int((cfg.get("orchestrator") or {}).get("batch_size", 128))
     start = int(Path(cfg["resume"]["dir"]).name.split("_")[1]) if (cfg.get("resume") or {}).get("dir") else 0

@@ -30,7 +30,7 @@ ARM_COST = cost_of(STEPS * BATCH) + cost_of(1 * BATCH)   # its training run and 
 # --max-cost 1.5 arms: the gate after iter_0 lets iter_1 run, the gate after it ends the loop by
 # cost, though --max-iters 3 would allow iter_2
 ARGS = ["run", "--backend", "hosted", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120",
-        "--max-cost", f"{1.5 * ARM_COST:.4f}", "--hosted-volume", "ssi-test"]
+        "--max-cost", f"{1.5 * ARM_COST:.4f}", "--hosted-volume", "ssi-test", "--hosted-probe-share", "1"]
 # the whole loop's platform: an on-demand-only account (no reserved cluster caches the student),
 # prime-rl's run directory at runs/<runId>/ itself, and run_b's training run lost (its status
 # reads fail while it runs on)
@@ -117,8 +117,8 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
     assert best["chosen_on"] == "selection" and "<- BEST_ITER" in summary
     # every arm: one training run and one eval run submitted, never more; run_b's training
     # run was lost, so it has no eval run
-    assert submissions(tmp) == {(arm, kind): 1 for arm in ARMS for kind in ("train", "eval")
-                                if (arm, kind) != ("run_b_combined_from_base", "eval")}
+    assert submissions(tmp) == {**{(arm, kind): 1 for arm in ARMS for kind in ("train", "eval")
+                                   if (arm, kind) != ("run_b_combined_from_base", "eval")}, ("iter_1", "probe"): 1}
     assert all(run["status"] == "COMPLETED" for run in platform_runs(tmp) if "-run_b_" not in run["name"])
     # each run's dispatch quoted its on-demand rate; the ledger has both views of every launch
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
@@ -126,9 +126,17 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
         assert all(v["rate_per_hour"] == 7.0 and v["gpu_count"] == 2 and v["billed_s"] > 0 for v in e["runs"]), e
         assert e["gpu_hour_usd"] == pytest.approx(sum(7.0 * v["billed_s"] / 3600 for v in e["runs"]), abs=1e-5)
         assert e["cost_usd"] == pytest.approx(max(e["gpu_hour_usd"], e["usage_usd"]))
+    # the gradient probe was a one-step hosted run from iter_0, its cost stated before it ran
+    # (--hosted-probe-share 1 lets it run), and counted in iter_1's
+    probe = next(e for e in ledger.values() if e["kind"] == "probe")
+    assert probe["arm"] == "iter_1" and probe["outcome"] == "completed"
+    assert re.search(r"\[iter_1\] probe: a one-step hosted run from iter_0 \(\d+ rollouts\): about \d+s billed "
+                     r"\(iter_0's start-up \d+s and one step\), \d+% of an arm's, about \$[\d.]+; it runs "
+                     r"\(--hosted-probe-share 1\)", r.stderr), r.stderr[-3000:]
+    assert json.loads((run_dir / "iter_1" / "probe.json").read_text())["passed"] is True
     # what each arm's runs cost is in metrics.json and the summary
     for m in metrics["iters"] + metrics["controls"]:
-        assert m["cost_usd"] == pytest.approx(ARM_COST)
+        assert m["cost_usd"] == pytest.approx(ARM_COST + (probe["cost_usd"] if m.get("iter") == 1 else 0))
     assert sum(e["cost_usd"] for e in ledger.values()) > 4 * ARM_COST
     assert "cost $" in r.stdout and "spent of --max-cost" in r.stdout
     # each generated env was pushed as a private v1 env before its run, declaring the hub env
@@ -185,7 +193,24 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
             assert (tmp / "platform" / "volumes" / "ssi-test" / remote["path"]).is_dir()
     # the teacher read train traces as flat rows; the eval summaries hold numbers only
     summary_json = json.loads((run_dir / "iter_1" / "eval_summary.json").read_text())
-    assert summary_json["train_diagnose"]["groups"] > 0 and summary_json["cost_usd"] == pytest.approx(ARM_COST)
+    assert summary_json["train_diagnose"]["groups"] > 0
+    assert summary_json["cost_usd"] == pytest.approx(ARM_COST + probe["cost_usd"])
+
+
+def test_the_hosted_probe_states_its_cost_and_runs_only_under_its_share_of_an_arm(reference):
+    from driver.backends import hosted
+    from driver.run.rundir import RunDir
+
+    _, run_dir, _ = reference
+    state = RunDir(run_dir).load()
+    runs, line = hosted.probe_gate(run_dir, state.model_copy(update={"hosted_probe_share": 0.0}), 512)
+    assert not runs and line.endswith("skipped: over --hosted-probe-share 0 (1 runs it)")
+    assert re.search(r"about \d+s billed \(iter_0's start-up \d+s and one step\), \d+% of an arm's, about \$", line)
+    runs, line = hosted.probe_gate(run_dir, state.model_copy(update={"hosted_probe_share": 1.0}), 512)
+    assert runs and line.endswith("it runs (--hosted-probe-share 1)")
+    # nothing measured (iter_0 ran elsewhere): no estimate, so it is off unless the share is 1
+    runs, line = hosted.probe_gate(run_dir / "nowhere", state.model_copy(update={"hosted_probe_share": 0.1}), 512)
+    assert not runs and "cannot be estimated" in line and line.endswith("skipped (--hosted-probe-share 0.1; 1 runs it anyway)")
 
 
 def test_a_lost_control_is_stopped_by_id_before_the_next_is_submitted_and_its_cost_is_in_the_ledger(reference):
@@ -244,14 +269,15 @@ def test_preflight_places_a_model_only_on_demand_would_download_and_says_what_it
                                PRIME_DOUBLE_ACCOUNT="on_demand").stdout)
     assert models["available_fft_models"] == [] and models["on_demand_beta_access"] is True
     state = RunState.model_construct(model="Qwen/Qwen3-0.6B", max_cost_usd=None, budget_seconds=3600.0,
-                                     steps_per_run=100, batch_size=512)
+                                     steps_per_run=100, batch_size=512, hosted_probe_share=0.1)
     line = cost_estimate(state, models)
     assert "on no reserved cluster of yours, so its runs go on demand, which downloads the model" in line
     assert "$3.50/GPU-hour (H200_141GB" in line and "costs up to $7.00" in line
     # the same model cached on the account's reserved clusters: no hourly price, said so
     both = json.loads(_prime(tmp_path, "train", "models", "-o", "json").stdout)
     state = RunState.model_construct(model="Qwen/Qwen3-4B-Instruct-2507", max_cost_usd=5.0,
-                                     budget_seconds=3600.0, steps_per_run=100, batch_size=512)
+                                     budget_seconds=3600.0, steps_per_run=100, batch_size=512,
+                                     hosted_probe_share=0.1)
     line = cost_estimate(state, both)
     assert "cached on reserved clusters of yours (H200_141GB)" in line and "cost is unknown here" in line
     assert "--max-cost $5 ends the loop" in line
@@ -401,12 +427,12 @@ def test_a_paused_run_is_continued_from_its_own_checkpoint_with_prime_train_resu
     paused, resumed = [p for p in platform_runs(tmp) if "-iter_0-train-" in p["name"]]
     assert (paused["status"], resumed["status"], resumed["resume_from"]) == ("PAUSED", "COMPLETED", paused["id"])
     assert submissions(tmp)[("iter_0", "train")] == 2
-    record = json.loads((run_dir / "iter_0" / "prime_out" / ".hosted.json").read_text())
-    assert record["run_ids"] == [paused["id"], resumed["id"]] and record["resumed_from"] == [paused["id"]]
-    assert any(c[:3] == ["train", "resume", paused["id"]] for c in calls(tmp))
     # it went on from step 2: one step trained (and billed) after the pause, none twice
     assert (resumed["start_step"], resumed["rollouts_trained"]) == (2, 1 * BATCH)
     assert paused["rollouts_trained"] == 2 * BATCH
+    record = json.loads((run_dir / "iter_0" / "prime_out" / ".hosted.json").read_text())
+    assert record["run_ids"] == [paused["id"], resumed["id"]] and record["resumed_from"] == [paused["id"]]
+    assert any(c[:3] == ["train", "resume", paused["id"]] for c in calls(tmp))
     # steps 1-2 come from the paused run, step 3 from the one that continued it, under run/
     dialect = get("current")
     assert all(dialect.train_file(run_dir / "iter_0" / "prime_out", s).exists() for s in (1, 2, 3))
@@ -428,11 +454,6 @@ def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_c
                           PRIME_DOUBLE_USAGE="none", PRIME_DOUBLE_PRICE="9000", PRIME_DOUBLE_LAYOUT="run"))
     assert r.returncode == 0, r.stderr[-3000:]
     run_dir = run_dir_from(r.stdout)
-    paused, resumed = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
-    assert resumed["resume_from"] == paused["id"]
-    cfg = tomllib.loads(Path(resumed["config_path"]).read_text())
-    assert cfg["resume"] == {"dir": f"/volume/runs/{paused['id']}/run/checkpoints/step_2"}
-    assert (resumed["start_step"], resumed["rollouts_trained"]) == (2, 1 * BATCH)
     # the cost cap fired on the GPU-hour bill, with a token bill of zero
     assert json.loads((run_dir / "run.json").read_text())["status"] == "cost_exhausted"
     assert "[gate] loop ends: cost_exhausted (after iteration 0)" in r.stderr
@@ -441,6 +462,12 @@ def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_c
     assert sum(e["gpu_hour_usd"] for e in ledger.values()) >= 5
     assert all(e["cost_usd"] == e["gpu_hour_usd"] for e in ledger.values())
     assert not [p for p in platform_runs(tmp_path) if "-iter_1-" in p["name"]]
+    # the paused arm went on from its own step 2: one step trained (and billed) after the pause
+    paused, resumed = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
+    assert resumed["resume_from"] == paused["id"]
+    assert (resumed["start_step"], resumed["rollouts_trained"]) == (2, 1 * BATCH)
+    cfg = tomllib.loads(Path(resumed["config_path"]).read_text())
+    assert cfg["resume"] == {"dir": f"/volume/runs/{paused['id']}/run/checkpoints/step_2"}
 
 
 def test_a_generated_env_that_does_not_declare_the_hub_env_fails_to_install_on_the_platform(tmp_path, reference):

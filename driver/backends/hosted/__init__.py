@@ -60,8 +60,8 @@ from driver.backends.hosted.cli import (
     cli_version,
 )
 from driver.backends.hosted.publish import publish
-from driver.backends.hosted.records import EVAL_KIND, arm_cost, spent_usd
-from driver.backends.hosted.runner import HostedRunner
+from driver.backends.hosted.records import EVAL_KIND, LEDGER, RECORD, arm_cost, spent_usd
+from driver.backends.hosted.runner import HostedRunner, platform_time
 from driver.backends.hosted.submission import check_submission
 from driver.errors import UsageError
 from driver.run.model import RunState
@@ -95,7 +95,10 @@ class Hosted:
         return HostedRunner(self.cli, self.cli_version)
 
     def probe(self) -> Probe | None:
-        return None   # sampling the anchor would be a paid hosted run of its own
+        return Probe("launch")   # a one-step hosted run from iter_0, when probe_gate lets it
+
+    def probe_gate(self, run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str]:
+        return probe_gate(Path(run_dir), state, rollouts)
 
     def seed_args(self, seed: int) -> list[str]:
         return []
@@ -147,6 +150,40 @@ def build(prime_rl_dir: str | None = None) -> Hosted:
                   version_source=f"Hosted Training's own prime-rl image (prime CLI {version})")
 
 
+def probe_gate(run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str]:
+    """The gradient probe on hosted is a one-step run from iter_0 (a start-up, then one step of
+    `rollouts` rollouts), billed like any run. Its share of an arm is estimated from iter_0's
+    own run: its start-up (running to its first step) and its time per step; it runs when that
+    share is at most --hosted-probe-share."""
+    from driver.run.files import read_json
+
+    share_cap = state.hosted_probe_share
+    knob = f"--hosted-probe-share {share_cap:g}"
+    rec_path, ledger_path = run_dir / "iter_0" / "prime_out" / RECORD, run_dir / LEDGER
+    rec = read_json(rec_path) if rec_path.exists() else {}
+    seen = (rec.get("runs") or {}).get((rec.get("run_ids") or [None])[0]) or {}
+    entries = [e for e in (read_json(ledger_path).get("launches") or {}).values()
+               if e.get("arm") == "iter_0" and e.get("kind") == "train"] if ledger_path.exists() else []
+    start, first = platform_time(seen.get("started_at")), platform_time(seen.get("first_step_at"))
+    billed = sum(float(e.get("billed_s") or 0) for e in entries)
+    if start is None or first is None or billed <= 0:
+        why = ("a one-step hosted run from iter_0 whose cost cannot be estimated (iter_0's start-up "
+               "was not measured here)")
+        return (share_cap >= 1, why + ("; it runs: --hosted-probe-share 1" if share_cap >= 1 else
+                                       f"; skipped ({knob}; 1 runs it anyway)"))
+    startup = max(0.0, first - start)
+    step_s = max(0.0, billed - startup) / max(1, state.steps_per_run)
+    probe_s = startup + step_s * rollouts / max(1, state.batch_size)
+    share = min(1.0, probe_s / max(billed, 1e-9))
+    cost = share * sum(float(e.get("cost_usd") or 0) for e in entries)
+    line = (f"a one-step hosted run from iter_0 ({rollouts} rollouts): about {probe_s:.0f}s billed "
+            f"(iter_0's start-up {startup:.0f}s and one step), {share:.0%} of an arm's, about "
+            f"${cost:.2f}")
+    if share <= share_cap:
+        return True, f"{line}; it runs ({knob})"
+    return False, f"{line}; skipped: over {knob} (1 runs it)"
+
+
 def on_demand_offers(models: dict) -> list[dict]:
     return [o for o in models.get("on_demand") or []
             if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
@@ -166,7 +203,10 @@ def cost_estimate(state: RunState, models: dict) -> str:
            "(the larger of the GPU-hour bill at each run's dispatch rate and `prime train usage`)."
            if state.max_cost_usd is not None else " Set --max-cost USD to cap what the loop spends.")
     ledger = (" Each run's billed time, GPU-hours, dispatch rate and usage view are in cost.json "
-              "and metrics.json.")
+              "and metrics.json. The gradient probe is a paid one-step run per iteration: its cost "
+              "is estimated from iter_0's start-up and step time and stated before it runs, and it "
+              f"runs only when at most --hosted-probe-share ({state.hosted_probe_share:.0%}) of an "
+              "arm's.")
     if state.model in reserved:
         return (f"cost: {state.model} is cached on reserved clusters of yours "
                 f"({', '.join(reserved[state.model]) or 'GPU type not listed'}), where runs have no "

@@ -99,14 +99,16 @@ class HostedRunner:
         arm = arm_dir_of(out, run_dir)
         log.parent.mkdir(parents=True, exist_ok=True)
         cfg = train_config(args, run_dir, state, log) if kind == "train" else eval_config(args, run_dir, state)
-        name = f"ssi-{state.env_tag or 'run'}-{arm.name}-{kind}-{secrets.token_hex(3)}"
+        # the gradient probe is a one-step training launch in the arm's probe/ folder
+        label, home = ("probe", Path(out).parent) if Path(out).parent.name == "probe" else (kind, arm)
+        name = f"ssi-{state.env_tag or 'run'}-{arm.name}-{label}-{secrets.token_hex(3)}"
         cfg = {"name": name, **cfg}
         check_submission(cfg)
-        path = arm / f"hosted_{kind}.toml"
+        path = home / f"hosted_{kind}.toml"
         atomic_write_text(path, f"# {arm.name}: the {kind} run submitted to Hosted Training "
                                 f"(`prime train`), composed from {' '.join(a for a in args if a.endswith('.toml'))}\n"
                           + tomli_w.dumps(cfg))
-        rec: dict[str, Any] = {"name": name, "kind": kind, "arm": arm.name, "config": str(path),
+        rec: dict[str, Any] = {"name": name, "kind": kind, "label": label, "arm": arm.name, "config": str(path),
                                "volume": state.hosted_volume, "run_ids": [], "resumed_from": [],
                                "submitted_ts": now(), "settled": False}
         write_record(out, rec)   # before submitting: a driver killed in between finds it by name
@@ -174,6 +176,9 @@ class HostedRunner:
                     last_step, last_change = step, t
                     if step is not None:
                         say(log, f"run {run_id}: step {step}")
+                    if step is not None and step > base and "first_step_at" not in seen:
+                        seen["first_step_at"] = now()   # its start-up, measured (the probe's estimate)
+                        write_record(out, rec)
                 done = max(0, (last_step or 0) - base)
                 silent = t - last_change
                 stalled = None
@@ -465,7 +470,7 @@ class HostedRunner:
         return run_bill(seen, usage)
 
 
-def _ts(value: Any) -> float | None:
+def platform_time(value: Any) -> float | None:
     """A platform timestamp (ISO 8601, as RLRun serializes datetimes) as epoch seconds; a number
     is one of the driver's own (time.time())."""
     from datetime import datetime, timezone
@@ -485,8 +490,8 @@ def run_bill(seen: dict, usage: float | None) -> dict:
     """A run's billed seconds (started_at to completed_at; from its dispatch when the platform
     never reported a start, to the driver's stop when it never reported an end: more than the
     platform bills, never less), its GPU-hours and their cost at the dispatch's rate."""
-    start = _ts(seen.get("started_at")) or _ts(seen.get("dispatched_at"))
-    end = _ts(seen.get("completed_at")) or _ts(seen.get("stopped_at"))
+    start = platform_time(seen.get("started_at")) or platform_time(seen.get("dispatched_at"))
+    end = platform_time(seen.get("completed_at")) or platform_time(seen.get("stopped_at"))
     seconds = max(0.0, end - start) if start is not None and end is not None else 0.0
     placement = seen.get("placement") or {}
     rate = placement.get("estimatedCostPerHour")
@@ -504,7 +509,7 @@ def ledger_entry(rec: dict, views: list[dict], outcome: str) -> dict:
     of the two (what --max-cost gates on: neither undercounts the other's bill)."""
     gpu_usd = [v["gpu_hour_usd"] for v in views if v["gpu_hour_usd"] is not None]
     usage = [v["usage_usd"] for v in views if v["usage_usd"] is not None]
-    entry = {"arm": rec["arm"], "kind": rec["kind"], "run_ids": list(rec["run_ids"]), "outcome": outcome,
+    entry = {"arm": rec["arm"], "kind": rec.get("label", rec["kind"]), "run_ids": list(rec["run_ids"]), "outcome": outcome,
              "billed_s": round(sum(v["billed_s"] for v in views), 3),
              "gpu_hours": round(sum(v["gpu_hours"] for v in views), 6),
              "gpu_hour_usd": round(sum(gpu_usd), 6) if gpu_usd else None,
