@@ -17,7 +17,8 @@ the server it says so.
 - Outputs: a run with `--volume V` writes under `runs/<runId>/` on V (`prime volumes ls V PATH
   -R -o json`, `prime volumes get V REMOTE LOCAL`); files appear there once the run ends. The
   layout inside is prime-rl's and the platform's: the driver finds prime-rl's run directory R
-  (`.../run`, our `run.name`) from the listing, and reads from it only what the readers above
+  in the listing (runs/<runId>/ itself, or a directory below it: the CLI does not say), and
+  reads from it only what the readers above
   the seam need, into the arm's local output dir in the current layout (prime_out/run/...): the
   train rollouts, the final eval cut to its numbers, and for the checkpoint trees a REMOTE.json
   naming where they are on the volume (a 4B model's trainer checkpoint is tens of GB; nothing
@@ -26,8 +27,10 @@ the server it says so.
   `[resume] dir` names iter_0's `checkpoints/step_F` on the shared volume, mounted at
   VOLUME_MOUNT. `--resume-from` cannot do it: it continues a PAUSED run (iter_0 completes, it
   is never paused at step F), and whether one paused run can be continued by several new runs
-  with different configs the CLI leaves to the server. `--resume-from` is used for what it is
-  for: an arm's run that the platform (or the user) PAUSED is continued by a new run.
+  with different configs the CLI leaves to the server. An arm's run that the platform (or the
+  user) PAUSED is continued from its own last checkpoint: `prime train resume RUN` (0.16.0 on),
+  or on 0.15.x `--resume-from RUN` with a config whose [resume] dir names that checkpoint, so
+  however the platform combines the two no step is trained or billed twice.
 - The final-weights eval: prime-rl's `rl` never evaluates v(max_steps), and Hosted Training
   runs only `rl` (and SFT), so the dialect's standalone `evals` config cannot be submitted (its
   top-level `model = "<weights>"` is exactly the shape the CLI refuses). It is submitted as a
@@ -35,14 +38,19 @@ the server it says so.
   `[orchestrator.eval]` is the evals config's: prime-rl evaluates the weights it starts from
   (policy v0) at startup, written as step 1, before its one (discarded) train step on the hub's
   train split. `[tokenizer] name` is the student's, which also resolves the renderer.
-- Cost: `prime train usage ID -o json` (`total_cost_usd`) when a run ends, kept in the run's
-  ledger (cost.json) for the gate's --max-cost and each arm's metrics; the run header's
-  estimate comes from `prime train models -o json` on-demand prices.
+- Placement and cost: the platform places a run on reserved capacity (a cluster of the account
+  caching the model; no hourly price) or on demand (the pool downloads an uncached model; billed
+  per GPU-hour from pods ready, at the rate the dispatch answer quotes). Each run's cost is
+  recorded both ways when it ends (its billed time at that rate, and `prime train usage ID -o
+  json`'s token view) in the run's ledger (cost.json); the gate's --max-cost reads the larger.
+- A run the driver loses track of is stopped by id and its cost recorded before anything else
+  is launched; a stop the platform does not confirm ends the driver (StillRunning).
 
 Unknown from the CLI (the server decides; verified only against tests/prime_double.py): where an
 RL run mounts its volume (SFT runs mount it at /volume), whether the platform honours a
 `[resume] dir` on it, how it installs tasksets (configs name them by their Hub id, which prime-rl
-resolves to the same module), and the layout inside runs/<runId>/.
+resolves to the same module; generated envs declare the hub env they load), the layout inside
+runs/<runId>/, and whether `prime train usage` counts GPU-hours.
 """
 from __future__ import annotations
 
