@@ -261,6 +261,16 @@ def test_preflight_refuses_a_model_neither_reserved_nor_on_demand_capacity_can_p
              "`prime train request`")
 
 
+def test_driver_run_help_says_what_hosted_refuses_up_front_and_how_the_probe_is_gated(tmp_path):
+    r = driver(["run", "--help"], hosted_env(tmp_path))
+    helped = " ".join(r.stdout.split())
+    assert ("on --backend hosted, no logged-in `prime` 0.15.0 .. 0.18.x, or a --model neither your "
+            "reserved clusters nor the on-demand pool can place") in helped
+    assert "it runs only when its estimated cost (from iter_0's measured start-up and step time, stated " \
+           "before it runs) is at most this share of an arm's; 1 always runs it (default: 0.1)" in helped
+    assert "hours at the rate its dispatch quoted and `prime train usage`" in helped
+
+
 def test_preflight_places_a_model_only_on_demand_would_download_and_says_what_it_costs(tmp_path, runs):
     from driver.backends.hosted import cost_estimate
     from driver.run.model import RunState

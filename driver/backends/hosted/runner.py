@@ -284,6 +284,20 @@ class HostedRunner:
         it paused and no step is trained, or billed, twice."""
         from packaging.version import Version
 
+        # a continuation submitted before the driver died, its id never recorded: adopt it
+        data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
+        known = [str(r["id"]) for r in data.get("runs") or [] if isinstance(r, dict)
+                 and r.get("name") == rec["name"] and str(r.get("id")) not in rec["run_ids"]]
+        if known:
+            rec["run_ids"].append(known[0])
+            rec["resumed_from"].append(paused)
+            runs = rec.setdefault("runs", {})   # its rate: the paused run's (same config and GPU type)
+            runs.setdefault(known[0], {"dispatched_at": now(),
+                                       "placement": (runs.get(paused) or {}).get("placement") or {}})
+            rec["status"] = None
+            write_record(out, rec)
+            say(log, f"found run {known[0]}, continuing paused run {paused}, submitted before a restart")
+            return known[0]
         if Version(self.cli_version) >= Version(TRAIN_RESUME_SINCE):
             args = ["train", "resume", paused, "--yes", "--output", "json"]
             for key in SECRETS:
