@@ -152,10 +152,11 @@ class HostedRunner:
             seen = rec.setdefault("runs", {}).setdefault(run_id, {})
             times = {k: run.get(k) for k in ("started_at", "completed_at", "gpu_count") if run.get(k)}
             if status != rec.get("status") or any(seen.get(k) != v for k, v in times.items()):
-                seen.update(times)
+                seen.update(times)   # the billed time's ends, as the platform reports them
+                if status != rec.get("status"):
+                    say(log, f"run {run_id}: {status}" + (f" ({run['queue_reason']})" if run.get("queue_reason") else ""))
                 rec["status"] = status
                 write_record(out, rec)
-                say(log, f"run {run_id}: {status}" + (f" ({run['queue_reason']})" if run.get("queue_reason") else ""))
             if status == "COMPLETED":
                 return self._completed(rec, out, log, tp, eval_file, expected_rows)
             if status in ("FAILED", "STOPPED"):
