@@ -81,8 +81,11 @@ def calls(tmp_path: Path) -> list[list[str]]:
 
 
 def outcome(run_dir: Path):
-    """What a run ended with, its per-run package tags taken out."""
-    untag = lambda text: re.sub(r"_[0-9a-f]{6}\b", "", text)  # noqa: E731
+    """What a run ended with, its per-run package tags and platform run ids taken out, and the
+    spent total (the lost run's billed seconds are wall-clock) left out."""
+    def untag(text: str) -> str:
+        text = re.sub(r"\brun_[0-9a-f]{10}\b", "run_ID", re.sub(r"_[0-9a-f]{6}\b", "", text))
+        return re.sub(r"Cost: \$[\d.]+ spent", "Cost: $X spent", text)
     metrics = json.loads(untag((run_dir / "metrics.json").read_text()))
     best = json.loads(untag((run_dir / "best_iter.json").read_text()))
     scratch = (run_dir / "scratchpad.md").read_text()
