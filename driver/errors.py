@@ -25,6 +25,12 @@ class ArmAborted(DriverError):
         self.arm, self.reason = arm, reason
 
 
+class StillRunning(DriverError):
+    """A launch the driver could not confirm stopped: nothing else may be launched beside it, so
+    the driver stops instead of moving on to the next arm (a failed arm is recorded and the loop
+    goes on; this ends the command). The message names the launch and how to stop it."""
+
+
 class WaitingForTeacher(Exception):
     """The agent teacher has been briefed; the driver stops with exit code 3."""
 

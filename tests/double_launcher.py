@@ -154,9 +154,10 @@ def _idle_until_term(teardown_s: float = 0.0, ignore: bool = False) -> None:
 
 def child(role: str, args: list[str]) -> None:
     if role == "inference":
-        held = _serve([int(a) for a in args])   # open for as long as it serves
+        listening = _serve([int(a) for a in args])   # open for as long as it serves
         _idle_until_term(0.1)
-        del held
+        for s in listening:
+            s.close()
     elif role == "rank":
         _idle_until_term(float(os.environ.get("DOUBLE_RANK_TEARDOWN_SECONDS", "0.3")),
                          ignore=bool(os.environ.get("DOUBLE_RANK_IGNORES_TERM")))

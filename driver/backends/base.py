@@ -162,6 +162,16 @@ class LocalServers(Protocol):
 
 
 @runtime_checkable
+class ProbeGate(Protocol):
+    """A backend whose gradient probe is a paid launch: before each probe it states what the
+    probe would cost and whether it runs."""
+
+    def probe_gate(self, run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str]:
+        """(whether a probe of `rollouts` rollouts runs, the line that says why and what it costs)."""
+        ...
+
+
+@runtime_checkable
 class EnvPublisher(Protocol):
     """A backend whose trainer loads environments from a registry rather than from this
     machine: every generated env is published before the arm that trains on it."""

@@ -30,7 +30,9 @@ def add(sub) -> None:
                            "What `driver resume` could not fix is refused first, with exit 2 and\n"
                            "nothing created: a hub env that does not load, or whose reward cannot\n"
                            "score a generated row; a built-in student the embedded trainer cannot\n"
-                           "build for the env; a base config or --init-from the trainer would reject."))
+                           "build for the env; a base config or --init-from the trainer would reject;\n"
+                           "on --backend hosted, no logged-in `prime` 0.15.0 .. 0.18.x, or a --model\n"
+                           "neither your reserved clusters nor the on-demand pool can place."))
     _FLAGS.update(add_model_flags(r, RunConfig))
     _FLAGS["llm"] = "--llm-model"
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")

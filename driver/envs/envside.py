@@ -97,6 +97,9 @@ class HubInfo(_Model):
     kind: str | None = None           # set by a taskset only
     env_class: str
     env_module: str
+    # the installed distribution that provides env_module ({"name", "version"}): what a generated
+    # env that loads the hub env by id declares as its requirement
+    distribution: dict[str, str | None] | None = None
     parser_class: str | None
     parser_module: str | None
     rubric_class: str

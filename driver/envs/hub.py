@@ -185,7 +185,8 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     mod_dir = pkg_root / name
     mod_dir.mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
-    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(name=name))
+    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(
+        name=name, hub_requirement=hub_requirement(hub)))
     (mod_dir / "__init__.py").write_text(render.get_template(module).render(name=name, **values))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
     truth = mod_dir / "row_truth.py"
@@ -198,6 +199,15 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     elif (mod_dir / "aux_rewards.py").exists():
         (mod_dir / "aux_rewards.py").unlink()
     return pkg_root
+
+
+def hub_requirement(hub: dict) -> str:
+    """The requirement a generated env declares for the hub env it loads by id: the hub env's
+    distribution (hub_env.json's `distribution`, read where it is installed), else its id. A
+    platform that installs envs from their wheels' requirements (the Environments Hub's `env
+    push` sends them) then installs the hub env with it."""
+    dist = hub.get("distribution") or {}
+    return str(dist.get("name") or hub["env_id"])
 
 
 def row_truth(hub: dict) -> dict | None:
@@ -231,7 +241,8 @@ def write_selection_package(dest: Path, name: str, hub: dict) -> Path:
     (pkg_root / name).mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
     (pkg_root / "pyproject.toml").write_text(
-        render.get_template("classic/env_pyproject.toml.j2").render(name=name))
+        render.get_template("classic/env_pyproject.toml.j2").render(
+            name=name, hub_requirement=hub_requirement(hub)))
     (pkg_root / name / "__init__.py").write_text(render.get_template("classic/selection_env.py.j2").render(
         name=name, hub_env_id=hub["env_id"], selection_args=hub["selection"]["args"],
         metric=SELECTION_METRIC))

@@ -157,6 +157,7 @@ def introspect(req: dict) -> dict:
     hub = {
         "env_class": type(env).__name__,
         "env_module": type(env).__module__,
+        "distribution": rows.distribution_of(type(env).__module__),
         "parser_class": type(env.parser).__name__,
         "parser_module": type(env.parser).__module__,
         "rubric_class": _own_rubric_class(env.rubric),

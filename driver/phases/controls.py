@@ -15,7 +15,7 @@ from driver.arms.install import install_env
 from driver.arms.train import train
 from driver.backends import process as training
 from driver.context import Ctx
-from driver.errors import DriverError
+from driver.errors import DriverError, StillRunning
 from driver.reporting import scratchpad
 from driver.run.files import atomic_write_text
 
@@ -60,6 +60,8 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
             atomic_write_text(cfg, text)
         train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))
+    except StillRunning:
+        raise   # the next control never starts beside a launch that may still run
     except (DriverError, RuntimeError, ValueError) as e:
         _record_failure(ctx, spec.name, str(e).splitlines()[0])
         return

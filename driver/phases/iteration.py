@@ -266,6 +266,14 @@ def probe(ctx: Ctx, n: int) -> str:
         if probe_cmd.kind == "launch":
             # a batch is whole groups of at least MIN_PROMPTS_PER_STEP prompts (the run model's rule)
             prompts = max(st.probe_prompts, MIN_PROMPTS_PER_STEP)
+            from driver.backends import probe_gate
+
+            gate = probe_gate(ctx.trainer, ctx.rd.path, st, prompts * st.rollouts_per_example)
+            if gate is not None:   # a paid probe: its cost stated before it runs, or why not
+                ctx.say(f"[iter_{n}] probe: {gate[1]}")
+                if not gate[0]:
+                    atomic_write_json(record_path, {"dataset_sha256": sha, "skipped": gate[1]})
+                    return "ok"
             rows, aborted = probe_launch(ctx, arm, knobs, prompts)
             if aborted is not None:   # prime-rl found no group to train on: a verdict too
                 rec = {"dataset_sha256": sha, "prompts": prompts, "k": st.rollouts_per_example,

@@ -206,8 +206,9 @@ def cost_line(ctx: Ctx) -> str:
     if not spent and ctx.state.max_cost_usd is None:
         return ""
     cap = f" of --max-cost ${ctx.state.max_cost_usd:g}" if ctx.state.max_cost_usd is not None else ""
-    return (f"\nCost: ${spent:.2f} spent{cap} on Hosted Training (`prime train usage` of every run, "
-            "failed attempts and eval runs included); cost $: each arm's share.")
+    return (f"\nCost: ${spent:.2f} spent{cap} on Hosted Training (every run, failed attempts, eval "
+            "runs and probes included: the larger of its GPU-hours at its dispatch rate and `prime "
+            "train usage`; both are in cost.json); cost $: each arm's share.")
 
 
 def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:

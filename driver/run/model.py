@@ -201,8 +201,9 @@ class RunConfig(Knobs):
     max_cost_usd: float | None = setting(
         flag="--max-cost", gt=0,
         help="a second loop budget, in USD: the pre-iteration gate ends the loop once the run's "
-             "spent cost (Hosted Training's `prime train usage`, every launch) reaches it; "
-             "controls run after it. Only the hosted backend spends money")
+             "spent cost reaches it (Hosted Training: every launch's larger of its GPU-hours at "
+             "the rate its dispatch quoted and `prime train usage`); controls run after it. Only "
+             "the hosted backend spends money")
     max_iters: int = setting(15, help="total iterations including iter_0 (`driver resume RUN "
                                       "--max-iters N` raises it, re-opening a loop that ended "
                                       "on it)", ge=1, resumable=True)
@@ -274,6 +275,11 @@ class RunConfig(Knobs):
     probe_prompts: int = setting(
         32, ge=0, help="pre-training gradient probe: the anchor student samples a group on this "
                        "many generated rows; 0 turns it off")
+    hosted_probe_share: float = setting(
+        0.1, ge=0, le=1,
+        help="hosted backend: the probe is a paid one-step run per iteration; it runs only when "
+             "its estimated cost (from iter_0's measured start-up and step time, stated before "
+             "it runs) is at most this share of an arm's; 1 always runs it")
     probe_min_live: float = setting(
         0.1, ge=0, le=1, help="a dataset whose probe has fewer live groups (outcome varies) than "
                               "this fraction goes back to the teacher, in [0, 1]")
