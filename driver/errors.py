@@ -25,6 +25,15 @@ class ArmAborted(DriverError):
         self.arm, self.reason = arm, reason
 
 
+class ControlSkipped(DriverError):
+    """A control that is not run, and why (no evaluated iteration to compare with; no rows that
+    could answer its question): recorded and said in the summary, never read as a failure."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class StillRunning(DriverError):
     """A launch the driver could not confirm stopped: nothing else may be launched beside it, so
     the driver stops instead of moving on to the next arm (a failed arm is recorded and the loop

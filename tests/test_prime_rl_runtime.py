@@ -59,6 +59,9 @@ def test_an_arm_prime_rl_aborts_on_its_filter_is_recorded_with_its_reason_and_ne
     if dialect == "classic":
         assert (aside / "run_default" / "control" / "evicted.txt").read_text().startswith("All ")
     assert _state(rd)["status"] == "max_iters_reached"
+    # no iteration was evaluated, so no control could answer its question: skipped, and said so
+    assert "[run_c] skipped: no iteration produced an evaluated model" in r.stderr
+    assert "run_c (untargeted @iter0) was not run: no iteration produced an evaluated model." in r.stdout
     # resuming the finished run trains nothing again
     before = len(launches(tmp_path))
     r = driver(["resume", str(rd)], make_env(tmp_path, DOUBLE_SHAPE_ARM="iter_1", DOUBLE_TRAIN_SKILL="1"))

@@ -18,6 +18,7 @@ def eval_config(ctx: Ctx, arm: Arm) -> dict:
     eval); iterations on --eval-examples of each split, controls on all of it."""
     knobs = eval_knobs(ctx, arm)
     return {"max_completion_tokens": knobs.max_completion_tokens,
+            "temperature": knobs.eval_temperature,
             "examples": {b.get("name") or "eval": b["num_examples"]
                          for b in ctx.dialect.eval_env_blocks(ctx.hub, knobs)},
             "measures": measures(ctx)}

@@ -80,15 +80,16 @@ def main(a) -> int:
     if state.base_config:
         state.base_config = str(Path(state.base_config).resolve())
         _check_base_config(Path(state.base_config), backend.dialect)
-    launch_notes = _check_launch_prerequisites(state, backend)
+    launch_notes = _one_eval_setting(state, set(values)) + _check_launch_prerequisites(state, backend)
     introspected = _introspect_first(state, backend)
     rd = RunDir.create(a.runs_dir, state.dataset)
     _record_backend(state, rd, backend)
     with RunLock(rd.path):
         if why_local:
             print(f"using the embedded default ({why_local}): the {state.dataset} env, the embedded "
-                  f"trainer, the {state.model} student, the {state.teacher} teacher, a "
-                  f"{state.budget_seconds / 60:g}-minute loop budget. Pass --backend prime_rl "
+                  f"trainer, the {state.model} student, the {state.teacher} teacher, "
+                  f"{state.max_iters} iterations including iter_0 (a {state.budget_seconds / 3600:g}-hour "
+                  "budget as a ceiling: the machine's speed does not change the result). Pass --backend prime_rl "
                   "--prime-rl-dir DIR for the real trainer.", flush=True)
         print(f"run directory: {rd.path}", flush=True)
         rd.save(state)
@@ -306,6 +307,38 @@ def student_routes(got, dataset: str) -> str:
                       "train rows an info.reference_completion), then run again")
     return ("The student is fixed for a run (`driver resume` cannot change --model), so nothing "
             "was created. What works instead:\n" + "\n".join(routes))
+
+
+# what a canonical config's [orchestrator.eval.sampling] may set: the eval settings every arm is
+# rendered with (the completion limit is --max-completion-tokens, the temperature the one below)
+EVAL_SAMPLING_CARRIED = ("temperature", "max_completion_tokens", "max_tokens")
+
+
+def _one_eval_setting(state, given: set[str]) -> list[str]:
+    """Every arm, iter_0 included, is evaluated under one setting from one place, the run's
+    knobs: a canonical config's eval temperature becomes --eval-temperature (unless that flag
+    was given) and reaches every arm; any other eval sampling key it sets would reach iter_0
+    alone, so it is refused before anything is created. Returns lines for the run header."""
+    import tomllib
+    from pathlib import Path
+
+    from driver.errors import UsageError
+
+    if not state.base_config:
+        return []
+    cfg = tomllib.loads(Path(state.base_config).read_text())
+    sampling = ((cfg.get("orchestrator") or {}).get("eval") or {}).get("sampling") or {}
+    other = sorted(k for k in sampling if k not in EVAL_SAMPLING_CARRIED)
+    if other:
+        raise UsageError(
+            f"--base-config {state.base_config} sets [orchestrator.eval.sampling] "
+            f"{', '.join(other)}: every arm is evaluated under one setting, which the driver renders "
+            "(--eval-temperature, --max-completion-tokens), and these would reach iter_0 alone. "
+            "Remove them from the config; nothing was created.")
+    if "temperature" in sampling and "eval_temperature" not in given:
+        state.eval_temperature = float(sampling["temperature"])
+        return [f"eval: temperature {state.eval_temperature:g} for every arm (the base config's)"]
+    return []
 
 
 def _check_launch_prerequisites(state, backend) -> list[str]:

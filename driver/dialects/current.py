@@ -165,7 +165,8 @@ class CurrentDialect(CurrentLayout):
                "online": {"broadcasts_dir": str(broadcasts), "max_steps": step, "resume_step": step},
                "eval": {"retrigger_on_resume": True,
                         "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"},
-                        "sampling": {"temperature": 0.0, "max_completion_tokens": knobs.max_completion_tokens},
+                        "sampling": {"temperature": knobs.eval_temperature,
+                                     "max_completion_tokens": knobs.max_completion_tokens},
                         "source": blocks}}
         return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps); `evals` loads\n"
                        "the final broadcast into the base model's server.") + tomli_w.dumps(cfg)

@@ -53,6 +53,9 @@ class SampleRequest(EnvRequest):
     n: int
     seed: str
     dest: str                   # the JSONL file the rows are written to
+    # a classic env whose reward reads its own state: the attribute holding its scorer, whose
+    # entry for each row goes into the row's info.entry, as a generated row carries it
+    scorer_attr: str | None = None
 
 
 class ScoreRequest(EnvRequest):

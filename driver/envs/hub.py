@@ -353,16 +353,26 @@ def install_package(python: str, pkg_dir: Path) -> None:
             raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 
 
+class UnscorableRows(DriverError):
+    """Rows that the hub rubric (through the generated env) could not score."""
+
+
 def sample_train_rows(python: str, hub: dict, n: int, seed: str, dest: Path) -> int:
     """Write `n` rows resampled (seeded, without replacement until the split runs out) from the
     hub env's train split to `dest`. Train rows only: the eval split is never read."""
     tmp = Path(dest).with_name(Path(dest).name + ".tmp")
     env_id, kind = hub["env_id"], kind_of(hub)
     fields = tasksets.train_fields(hub) if kind == tasksets.KIND else hub.get("env_args") or {}
+    truth = row_truth(hub)
     try:
         got = envside.call(python, envside.JOBS[kind].sample_train, envside.SampleRequest(
-            env_id=env_id, env_args=fields, n=n, seed=seed, dest=str(tmp))).rows
+            env_id=env_id, env_args=fields, n=n, seed=seed, dest=str(tmp),
+            scorer_attr=(truth or {}).get("scorer", {}).get("attr"))).rows
     except envside.EnvsideError as e:
+        if truth:   # the env's scorer holds no entry for its own train rows: none is scoreable
+            raise UnscorableRows(f"{env_id}'s reward scores against the env's own state and its "
+                                 f"scorer gave no entry for a train row ({e}): resampled rows "
+                                 "could not be scored") from None
         raise DriverError(f"resampling {n} train rows of {env_id} failed:\n{e.tail()}") from None
     if got != n:
         raise DriverError(f"resampling {n} train rows of {env_id} failed: {got} rows came back")

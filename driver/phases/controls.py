@@ -15,7 +15,7 @@ from driver.arms.install import install_env
 from driver.arms.train import train
 from driver.backends import process as training
 from driver.context import Ctx
-from driver.errors import DriverError, StillRunning
+from driver.errors import ControlSkipped, DriverError, StillRunning
 from driver.reporting import scratchpad
 from driver.run.files import atomic_write_text
 
@@ -39,7 +39,7 @@ def hub_train_block(ctx: Ctx) -> dict:
 def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
     best = best_iteration(ctx)
     if best is None:
-        _record_failure(ctx, spec.name, "skipped, no iteration produced an evaluated model")
+        _record_skip(ctx, spec.name, "no iteration produced an evaluated model")
         return
     arm = table.control_arm(ctx, spec)
     arm.dir.mkdir(parents=True, exist_ok=True)
@@ -62,6 +62,9 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
         summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))
     except StillRunning:
         raise   # the next control never starts beside a launch that may still run
+    except ControlSkipped as e:
+        _record_skip(ctx, spec.name, e.reason)
+        return
     except (DriverError, RuntimeError, ValueError) as e:
         _record_failure(ctx, spec.name, str(e).splitlines()[0])
         return
@@ -74,3 +77,12 @@ def _record_failure(ctx: Ctx, which: str, what: str) -> None:
     msg = f"{which}: {what}"
     ctx.control_failed(msg)
     ctx.say(f"[{which}] failed, recorded in run.json phase4_errors: {msg}")
+
+
+def _record_skip(ctx: Ctx, which: str, why: str) -> None:
+    """A control not run, and why: recorded beside the failures (`<name>: skipped, <why>`), said
+    as a skip, and named in the summary."""
+    msg = f"{which}: {table.SKIPPED}{why}"
+    ctx.control_failed(msg)
+    ctx.say(f"[{which}] skipped: {why}")
+

@@ -261,6 +261,20 @@ def init_from_source(state, dialect) -> tuple[InitSource, int]:
     return source, f
 
 
+def _reused_eval_config(ctx: Ctx, source: InitSource, arm: Arm, measured: bool) -> dict:
+    """The eval setting a reused iter_0 was measured under: this run's own where this run
+    measured it, the prior driver run's as it recorded it, else unknown (a prime-rl directory
+    says nothing of it), and the summary then compares nothing with it."""
+    from driver.arms.evaluate import eval_config
+    from driver.run.files import read_json
+
+    if measured:
+        return eval_config(ctx, arm)
+    prior = source.arm / "eval_summary.json"
+    recorded = read_json(prior).get("eval_config") if prior.is_file() else None
+    return recorded if isinstance(recorded, dict) else {"unknown": True}
+
+
 def init_from(ctx: Ctx) -> None:
     """Phase 2A: reuse a prior run as iter_0, in place (symlinks, no copies of weights). Its
     final eval is aggregated like any arm's (numbers only), so the inherited baseline carries
@@ -285,12 +299,14 @@ def init_from(ctx: Ctx) -> None:
                 os.symlink(tree, link)
     arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
     eval_file = ctx.dialect.eval_file(dst, f)
-    if ctx.dialect.separate_final_eval and not eval_file.exists():
+    measured_here = ctx.dialect.separate_final_eval and not eval_file.exists()
+    if measured_here:
         final_eval(ctx, arm, f)
     summary = evaluation.aggregate(eval_file, selection_env=ctx.dialect.selection_env,
                                    view=ctx.dialect.eval_view)
     summary.update({"source": "init-from", "final_step": f, "rows": None,
-                    "checkpoint": str(ctx.dialect.weights_dir(out, f))})
+                    "checkpoint": str(ctx.dialect.weights_dir(out, f)),
+                    "eval_config": _reused_eval_config(ctx, source, arm, measured=measured_here)})
     atomic_write_json(ctx.iter_dir(0) / "eval_summary.json", summary)
     atomic_write_json(ctx.iter_dir(0) / "train_done.json", {"final_step": f, "source": "init-from"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))

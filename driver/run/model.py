@@ -113,6 +113,11 @@ class Knobs(BaseModel):
              "--base-config keeps its own setting for iter_0")
     eval_examples: int = setting(200, help="hub eval examples per iteration's evaluation (controls "
                                            "are evaluated on the whole eval split)", ge=1)
+    eval_temperature: float = setting(
+        0.0, ge=0, le=2,
+        help="sampling temperature of every arm's eval, iter_0's included (0: greedy), rendered "
+             "explicitly into every eval config; a canonical --base-config's eval temperature "
+             "becomes this value, and its other eval sampling keys are refused")
     wandb: Literal["auto", "on", "off"] = setting(
         "auto",
         help="log every arm the driver renders to W&B: on, off, or auto (on when W&B credentials "
@@ -197,16 +202,19 @@ class RunConfig(Knobs):
              "run after it on their own time. `driver resume RUN --budget 12h` extends it, "
              "re-opening a loop that ended on it", gt=0, flag="--budget", parse="duration",
         resumable=True,
-        by_backend={"prime_rl": 10 * 3600, "local": 4 * 60, "hosted": 10 * 3600})
+        by_backend={"prime_rl": 10 * 3600, "local": 2 * 3600, "hosted": 10 * 3600})
     max_cost_usd: float | None = setting(
         flag="--max-cost", gt=0,
         help="a second loop budget, in USD: the pre-iteration gate ends the loop once the run's "
              "spent cost reaches it (Hosted Training: every launch's larger of its GPU-hours at "
              "the rate its dispatch quoted and `prime train usage`); controls run after it. Only "
              "the hosted backend spends money")
-    max_iters: int = setting(15, help="total iterations including iter_0 (`driver resume RUN "
-                                      "--max-iters N` raises it, re-opening a loop that ended "
-                                      "on it)", ge=1, resumable=True)
+    # local: the demo ends on its iteration count, so its result does not depend on how fast
+    # the machine is (its budget is a ceiling far above what a 2-core machine needs)
+    max_iters: int = setting(help="total iterations including iter_0 (`driver resume RUN "
+                                  "--max-iters N` raises it, re-opening a loop that ended on it)",
+                             ge=1, resumable=True,
+                             by_backend={"prime_rl": 15, "local": 4, "hosted": 15})
     init_from: str | None = setting(
         help="a prior run to reuse as iter_0 (skips training it): a run directory this driver "
              "made, its iter_0/, or a prime-rl output directory (prime_out/ beside run.json and "
