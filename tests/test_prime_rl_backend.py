@@ -67,6 +67,7 @@ def render_all() -> dict[str, dict]:
 
 
 EVAL = {"orchestrator.eval.interval": 200, "orchestrator.eval.sampling.max_completion_tokens": 1024,
+        "orchestrator.eval.sampling.temperature": 0.0,
         "orchestrator.eval.env[0].id": "stock_arithmetic", "orchestrator.eval.env[0].num_examples": 200,
         "orchestrator.eval.env[0].rollouts_per_example": 1}
 
@@ -84,6 +85,7 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
     assert flat(cfgs["overlay"]) == {
         "ckpt.interval": 100, "orchestrator.eval.interval": 100,
         "orchestrator.eval.sampling.max_completion_tokens": 1024,
+        "orchestrator.eval.sampling.temperature": 0.0,
         "orchestrator.eval.env[0].id": "stock_arithmetic",
         "orchestrator.eval.env[0].num_examples": 200,
         "orchestrator.eval.env[0].rollouts_per_example": 1}

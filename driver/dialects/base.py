@@ -126,15 +126,5 @@ def resume_step_value(value: Any, where: str) -> int:
     return value
 
 
-def shared_overrides(knobs: Knobs) -> list[str]:
-    """iter_0's flags for the knobs every arm's own config sets (sequence length, sampling,
-    learning rate): a canonical config's values for them are overridden in iter_0 as in every
-    later arm, so all arms train under one configuration."""
-    out = ["--seq-len", str(knobs.seq_len),
-           "--orchestrator.train.sampling.max-completion-tokens", str(knobs.max_completion_tokens),
-           "--orchestrator.train.sampling.temperature", str(knobs.temperature)]
-    return out + (["--trainer.optim.lr", str(knobs.lr)] if knobs.lr is not None else [])
-
-
 def wandb_project(hub: dict) -> str:
     return f"synthetic-self-improve-rl-{hub['env_id']}"

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import tomli_w
 
-from driver.dialects import current_schema
-from driver.dialects.base import parse_rendered, resume_step_value, shared_overrides, wandb_project
+from driver.dialects import current_schema, knob_keys
+from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
 from driver.dialects.classic import SELECTION_ENV, check_batch
+from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs
 from rl_contract.current import RUN_NAME, CurrentLayout, eval_view
@@ -35,6 +36,23 @@ NULL_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
 # where a final-weights `evals` launch reaches the inference server that serves those weights
 EVAL_SERVER_PORT = 8000
 _CHECKPOINT = re.compile(r"(?:^|/)step_(\d+)/?$")
+
+# which current config key each knob sets (driver/dialects/knob_keys.py)
+KNOB_KEYS: tuple[KnobKey, ...] = (
+    KnobKey("seq_len", "seq_len"),
+    KnobKey("model", "model.name"),
+    KnobKey("lr", "trainer.optim.lr", unset="skip"),
+    KnobKey("batch_size", "orchestrator.batch_size"),
+    KnobKey("rollouts_per_example", "orchestrator.group_size"),
+    KnobKey("max_completion_tokens", "orchestrator.train.sampling.max_completion_tokens"),
+    KnobKey("temperature", "orchestrator.train.sampling.temperature"),
+    # current prime-rl filters zero-advantage groups by default already: said explicitly
+    KnobKey("difficulty_filter", "orchestrator.train.filter_zero_advantages", unset="skip",
+            iter0_flag=False),
+    # eval sampling does not inherit train sampling: every eval sets both
+    KnobKey("max_completion_tokens", "orchestrator.eval.sampling.max_completion_tokens", scope="eval"),
+    KnobKey("eval_temperature", "orchestrator.eval.sampling.temperature", scope="eval"),
+)
 
 
 def _header(comment: str) -> str:
@@ -106,20 +124,13 @@ class CurrentDialect(CurrentLayout):
         return cfg
 
     def _common(self, knobs: Knobs, max_steps: int, sources: list[dict]) -> dict:
-        cfg: dict = {"max_steps": max_steps, "seq_len": knobs.seq_len,
-                     "run": {"name": RUN_NAME}, "model": {"name": knobs.model},
+        cfg: dict = {"max_steps": max_steps, "run": {"name": RUN_NAME},
                      "ckpt": {"interval": knobs.steps_per_run},
-                     "weight_broadcast": {"type": "filesystem"},
-                     "orchestrator": {"batch_size": knobs.batch_size,
-                                      "group_size": knobs.rollouts_per_example,
-                                      "train": {"sampling": {"max_completion_tokens": knobs.max_completion_tokens,
-                                                             "temperature": knobs.temperature},
-                                                "source": sources}},
-                     "trainer": {}, "inference": {}}
-        if knobs.lr is not None:
-            cfg["trainer"] = {"optim": {"lr": knobs.lr}}
-        if knobs.difficulty_filter:   # current prime-rl's default already; said explicitly
-            cfg["orchestrator"]["train"]["filter_zero_advantages"] = True
+                     "weight_broadcast": {"type": "filesystem"}}
+        knob_keys.apply(cfg, KNOB_KEYS, knobs, "train")
+        cfg["orchestrator"]["train"]["source"] = sources
+        cfg.setdefault("trainer", {})
+        cfg.setdefault("inference", {})
         return cfg
 
     # ---- configs -----------------------------------------------------------------------------
@@ -160,22 +171,19 @@ class CurrentDialect(CurrentLayout):
         model served under its own name (as in training), the arm's broadcast at `step` loaded
         into it (`[online]` with the retrigger at the resume step: evals.py:239-270,327-367), and
         every eval source once, written to output_dir/rollouts/step_<step>."""
-        blocks = self.eval_env_blocks(hub, knobs)
-        cfg = {"model": knobs.model, "output_dir": str(output_dir),
-               "online": {"broadcasts_dir": str(broadcasts), "max_steps": step, "resume_step": step},
-               "eval": {"retrigger_on_resume": True,
-                        "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"},
-                        "sampling": {"temperature": knobs.eval_temperature,
-                                     "max_completion_tokens": knobs.max_completion_tokens},
-                        "source": blocks}}
+        cfg: dict = {"model": knobs.model, "output_dir": str(output_dir),
+                     "online": {"broadcasts_dir": str(broadcasts), "max_steps": step, "resume_step": step},
+                     "eval": {"retrigger_on_resume": True,
+                              "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"}}}
+        # an evals config holds the eval keys at its top level ([eval], not [orchestrator.eval])
+        knob_keys.apply(cfg, KNOB_KEYS, knobs, "eval", prefix="orchestrator.")
+        cfg["eval"]["source"] = self.eval_env_blocks(hub, knobs)
         return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps); `evals` loads\n"
                        "the final broadcast into the base model's server.") + tomli_w.dumps(cfg)
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
-        return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
-                "--orchestrator.batch-size", str(knobs.batch_size),
-                "--orchestrator.group-size", str(knobs.rollouts_per_example),
-                "--output-dir", str(output_dir), "--run.name", RUN_NAME, *shared_overrides(knobs)]
+        return ["--max-steps", str(knobs.steps_per_run), "--output-dir", str(output_dir),
+                "--run.name", RUN_NAME, *knob_keys.flags(KNOB_KEYS, knobs)]
 
     # ---- checks ------------------------------------------------------------------------------
     def check_rendered(self, text: str, *, expect_resume: int | None = None,
