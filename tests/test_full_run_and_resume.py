@@ -353,6 +353,9 @@ def test_every_arm_trains_each_of_its_steps_as_classic_prime_rl_files_them(refer
         assert d.eval_file(out, final).exists() and not d.train_file(out, final).exists(), arm
 
 
+# every kill point in turn, each a whole run resumed (about 3 min): the extended command, as its
+# current-dialect twin; test_external_sigkill_during_training_reattaches stays in the main suite
+@pytest.mark.extended
 def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path):
     ref_tmp, ref_dir, _ = reference
     env = driver_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0])

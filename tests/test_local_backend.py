@@ -16,6 +16,9 @@ pytest.importorskip("torch")
 MODEL = "builtin:tiny-char-qwen2?sft_steps=20&hidden_size=32&ffn=64&layers=1&heads=2"
 
 
+# a whole run (about 2.5 min on 2 cores): the extended command; the trainer's parts are unit-tested
+# in the main suite (test_embedded_trainer.py) and the loop's by the trainer double's runs
+@pytest.mark.extended
 def test_full_loop_through_the_embedded_trainer(tmp_path, runs):
     env = driver_env(tmp_path, EMBEDDED_TRAINER_CACHE=tmp_path / "cache")
     env.pop("DRIVER_RL_COMMAND")

@@ -33,8 +33,9 @@ def _overlaps(tmp_path) -> list[dict]:
     return [launch for launch in launches(tmp_path) if launch["alive_before"]]
 
 
-# the current dialect's twin runs in CI's extended command (the main suite's 15-minute budget)
-@pytest.mark.parametrize("dialect", ["classic", pytest.param("current", marks=pytest.mark.extended)])
+# whole runs of a production-shaped arm (1.5 min each): both dialects in CI's extended command
+@pytest.mark.extended
+@pytest.mark.parametrize("dialect", ["classic", "current"])
 def test_a_slow_start_and_an_eval_written_once_at_the_end_are_not_stalls(tmp_path, runs, dialect):
     """Silent for longer than --stall-timeout at start-up and during the final eval, as a GPU
     arm is, yet working: every arm completes, none is stopped or relaunched."""
@@ -71,6 +72,7 @@ def test_a_stalled_control_that_ignores_sigterm_is_gone_before_the_next_control_
     assert [c["run"] for c in json.loads((rd / "metrics.json").read_text())["controls"]] == ["run_b", "run_c"]
 
 
+@pytest.mark.extended   # a whole run of 1.5 min; the cap's arithmetic is unit-tested (test_poll_cap*)
 def test_an_arm_past_its_poll_cap_is_stopped_and_recorded_never_left_running(tmp_path, runs):
     """run A keeps writing eval rows (so it never looks stalled) for far longer than any working
     arm takes under its limits: the cap stops it, records it, and run B starts after it is gone."""
@@ -83,3 +85,31 @@ def test_an_arm_past_its_poll_cap_is_stopped_and_recorded_never_left_running(tmp
     # cap = start-up + 3 steps x stall + eval = 30 + 9 + 20 s; run A alone would take 100 s more
     assert error.startswith("run_a: ") and "no completion after 59s" in error
     assert _overlaps(tmp_path) == [] and time.monotonic() - t0 < 300
+
+
+def test_poll_gives_up_at_the_cap_on_an_arm_that_never_looks_stalled_and_stop_ends_it(tmp_path):
+    """The poll cap in miniature (the whole run is the extended test above): a launch that adds
+    an eval row every tick is never silent, so only the cap, startup + steps x stall + eval, ends
+    the wait; the launch is still running then, and stop leaves nothing of it."""
+    from driver.backends import process
+    from driver.backends.base import Command
+
+    log, eval_file = tmp_path / "arm.log", tmp_path / "eval_rollouts.jsonl"
+    tp = process.launch(Command(argv=("sleep", "60")), [], tmp_path, log)
+    limits = process.Limits(startup_s=0.4, stall_s=0.3, eval_s=0.4)
+
+    def one_more_row(_rows: int) -> None:
+        with eval_file.open("a") as f:
+            f.write("{}\n")
+
+    t0 = time.monotonic()
+    try:
+        got = process.poll(tp, log, eval_file, 10**6, limits=limits, steps=2, progress=lambda: 1,
+                           interval=0.05, on_tick=one_more_row)
+        waited = time.monotonic() - t0
+        assert got.outcome == "timeout" and "1s, the longest a working arm takes" in got.detail
+        assert limits.cap_s(2) == pytest.approx(1.4) and 1.4 <= waited < 5
+        assert process.is_alive(tp)
+    finally:
+        process.stop(tp, grace_s=2, log=log)
+    assert not process.is_alive(tp) and process.group_members(tp) == []
