@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from driver.backends import hosted, local, prime_rl
-from driver.backends.base import Backend, Command, EnvPublisher, Preflight, Probe
+from driver.backends.base import Backend, Command, EnvPublisher, EpisodeKinds, Preflight, Probe
 from driver.errors import UsageError
 
 if TYPE_CHECKING:
     from driver.run.model import RunState
 
-__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "Probe", "arm_cost", "choose",
-           "preflight", "resolve", "spent_usd"]
+__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "EpisodeKinds", "Probe", "arm_cost",
+           "choose", "episode_refusal", "preflight", "resolve", "spent_usd"]
 
 BACKENDS: dict[str, Callable[[str | None], Backend]] = {
     "prime_rl": prime_rl.build,
@@ -31,6 +31,12 @@ def preflight(backend: Backend, state: "RunState") -> str | None:
     """The backend's own checks on the run's settings, before the run directory exists (a
     UsageError refuses); a line for the run header, or None."""
     return backend.preflight(state) if isinstance(backend, Preflight) else None
+
+
+def episode_refusal(backend: Backend, hub: dict) -> str | None:
+    """Why the backend cannot play the hub env's kind of episodes (None: it can, or it plays
+    every kind)."""
+    return backend.refuse_episodes(hub) if isinstance(backend, EpisodeKinds) else None
 
 
 def spent_usd(run_dir: Path) -> float:

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import logging
 
+import episodes
 import fingerprint
 import row_truth
 import rows
@@ -170,6 +171,7 @@ def introspect(req: dict) -> dict:
         "info_keys_read": _info_keys_read(env, train),
         "generated_env_class": _generated_env_class(env),
         "reward_reads_env_state": row_truth.detect(env, train),
+        "interaction": episodes.interaction(env, train),
     }
     return {"hub": hub, "fingerprints": fingerprint.fingerprint_rows(ev)}
 
