@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -220,3 +221,186 @@ def test_a_tool_using_env_is_refused_before_a_run_directory_exists(tmp_path, run
     assert "single-turn and multi-turn" in err and "--backend prime_rl" in err
     assert "run directory" not in r.stdout
     assert "tool calls" in refusal(tool_lookup.load_environment())
+
+
+# --------------------------------------------------------------------------------------------
+# The teacher's side: whole episodes in failures.jsonl, TEACHER.md's words, the gate on episodes
+
+
+def _ctx(tmp_path: Path, retries: int = 3):
+    """What the weakness phase reads of a run: its iteration directories, the classic dialect
+    (steps read through its layout) and the teacher's retries."""
+    from types import SimpleNamespace
+
+    from driver import dialects
+
+    said: list[str] = []
+    return SimpleNamespace(iter_dir=lambda k: tmp_path / f"iter_{k}", dialect=dialects.get("classic"),
+                           state=SimpleNamespace(teacher_retries=retries), say=said.append, said=said)
+
+
+def _episode(turns: int, reward: float, example_id: int) -> dict:
+    completion = []
+    for t in range(turns):
+        completion.append({"role": "assistant", "content": f"<guess>{t}</guess>"})
+        if t < turns - 1:
+            completion.append({"role": "user", "content": f"Higher: from {t + 1} to 40."})
+    return {"example_id": example_id, "prompt": [{"role": "user", "content": "q"}], "completion": completion,
+            "answer": "39", "info": {"lo": 1, "hi": 40, "max_guesses": turns}, "reward": reward, "metrics": {},
+            "is_truncated": False, "stop_condition": "out_of_guesses"}
+
+
+def test_failures_hold_whole_episodes_with_idx_and_step_from_across_the_steps(tmp_path):
+    """failures.jsonl, as TEACHER.md describes it: each row's `idx` is its line (0 first), its
+    `step` the train step it came from, its completion the whole episode with its turn count and
+    stop condition; failures tied at the lowest reward come from every step read, not one."""
+    from driver.phases import iteration
+    from rl_contract.classic import ClassicLayout
+
+    ctx = _ctx(tmp_path)
+    out = ctx.iter_dir(0) / "prime_out"
+    for s in (1, 2, 3):
+        rows = [_episode(5, 0.0, 10 * s + j) for j in range(150)] + [_episode(3, 1.0, 999)]
+        path = ClassicLayout().train_file(out, s)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    failures, sample, span = iteration.write_failures(ctx, 1)
+    got = [json.loads(line) for line in failures.read_text().splitlines()]
+    assert len(got) == iteration.MAX_FAILURE_ROWS
+    assert [r["idx"] for r in got] == list(range(len(got)))
+    steps = ctx.dialect.train_steps(out)
+    assert {r["step"] for r in got} == set(steps) and len(steps) == 3
+    assert all(r["reward"] == 0.0 and r["turns"] == 5 and r["stop_condition"] == "out_of_guesses" for r in got)
+    assert [m["role"] for m in got[0]["completion"]] == ["assistant", "user"] * 4 + ["assistant"]
+    assert span == f"train_step_{steps[0]}..train_step_{steps[-1]} of iter_0"
+
+
+def _brief(tmp_path: Path, hub: dict, **kw):
+    from driver.teachers import Brief
+
+    d = tmp_path / "iter_2"
+    d.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "failures.jsonl").write_text(json.dumps(_episode(5, 0.0, 1) | {"idx": 0, "step": 3}) + "\n")
+    return Brief(run_dir=tmp_path, iter_dir=d, iteration=2, hub=hub, failures_path=tmp_path / "failures.jsonl",
+                 failures_step="train_step_3..train_step_4 of iter_0", eval_accs={"iter_0": 0.3}, **kw)
+
+
+def _teacher_md(brief) -> str:
+    from driver.errors import WaitingForTeacher
+    from driver.teachers.agent import AgentTeacher
+
+    with pytest.raises(WaitingForTeacher) as w:
+        AgentTeacher().teach(brief)
+    return Path(w.value.brief_path).read_text()
+
+
+@pytest.fixture(scope="module")
+def game_hub():
+    from driver.envs import hub as envs
+
+    return envs.introspect(PY, "hidden_number")
+
+
+def test_teacher_md_tells_a_multi_turn_envs_teacher_what_an_episode_and_a_row_are(tmp_path, game_hub):
+    """TEACHER.md of a multi-turn hub env: the episodes section names the env's turn limit, its own
+    stop condition and the info keys its episode logic reads, and says a row is an initial
+    state whose info.reasoning is the list of winning replies the gate plays; a single-turn
+    env's brief has no such section."""
+    text = _teacher_md(_brief(tmp_path, game_hub))
+    flat = " ".join(text.split())
+    assert "## Episodes: the hub env plays each one itself" in text
+    assert "max_turns 8" in flat and "`out_of_guesses`" in flat
+    assert "(`hi`, `lo`, `max_guesses`)" in flat
+    assert "`info.reasoning` is a list: the replies, one per turn, that win the episode" in flat
+    assert "a skeleton row cites one as `skeleton:train_step_<step>_idx_<idx>`" in flat
+    single = _teacher_md(_brief(tmp_path / "s", {**game_hub, "interaction": {"kind": "single_turn"}}))
+    assert "## Episodes" not in single
+
+
+def test_a_rejection_renames_exactly_what_teacher_md_said_it_would(tmp_path, game_hub):
+    """A scripted teacher reads, before writing, which files a rejection sets aside and how they
+    are named; the driver's rejection then renames exactly those it wrote (and what the driver
+    made of them), and the next brief lists the attempt."""
+    from driver.phases import iteration
+
+    brief = _brief(tmp_path, game_hub, retries=3)
+    text = _teacher_md(brief)
+    said = re.search(r"renames every file of it in `([^`]+)` \((.*?)\) to `NAME\.rejected-(\d+)`",
+                     " ".join(text.split()))
+    assert said and Path(said.group(1)) == brief.iter_dir and said.group(3) == "1"
+    names = re.findall(r"`([^`]+)`", said.group(2))
+    assert {"weakness.json", "gen_dataset.py", "dataset.jsonl", "probe_rollouts.jsonl"} <= set(names)
+    written = ["weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md", "dataset.jsonl"]
+    for name in written:
+        (brief.iter_dir / name).write_text("{}" if name.endswith(".json") else "x")
+    (brief.iter_dir / "notes.txt").write_text("mine")   # not named: left where it is
+    ctx = _ctx(tmp_path)
+    assert iteration.reject(ctx, 2, ["rows well-formed: False (line 3)"]) == "retry"
+    left = sorted(p.name for p in brief.iter_dir.iterdir())
+    assert left == sorted(["attempts.json", "notes.txt", "TEACHER.md"] + [f"{n}.rejected-1" for n in written])
+    history = json.loads((brief.iter_dir / "attempts.json").read_text())["history"]
+    assert history == [{"attempt": 1, "failures": ["rows well-formed: False (line 3)"], "tried": "no allocations"}]
+
+
+def test_the_brief_after_a_skipped_iteration_says_what_was_tried_and_why_it_was_rejected(tmp_path, game_hub):
+    """Iteration 1 skipped after three attempts (two gate rejections, one probe verdict): the
+    next brief, on the same rollouts, names each attempt, what it aimed at and its verdict;
+    a brief with nothing skipped says none of it."""
+    from driver.phases import iteration
+
+    ctx = _ctx(tmp_path, retries=3)
+    d1 = ctx.iter_dir(1)
+    verdicts = [["smallest (domain, sub_domain) >=3%: False (wide ranges/no spare guess: 0.01)"],
+                ["reasoning earns full reward (hub rubric): False (wide ranges/a spare guess: 40 rows)"],
+                ["probe: the dataset carries no gradient for the student: live fraction 0.000 < 0.1 on "
+                 "32 prompts x 4 (all solved: 32, none solved: 0, mean reward 1.000)"]]
+    for k, failures in enumerate(verdicts, 1):
+        d1.mkdir(parents=True, exist_ok=True)
+        (d1 / "weakness.json").write_text(json.dumps({"allocations": {f"narrow ranges / attempt {k}": 600}}))
+        outcome = iteration.reject(ctx, 1, failures)
+    assert outcome == "skip"
+    rec = iteration.skipped_record(ctx, 1)
+    text = _teacher_md(_brief(tmp_path, game_hub, skipped=[rec]))
+    flat = " ".join(text.split())
+    assert "Iteration 1 was skipped (no dataset passed the gate and the probe) after 3 attempts" in flat
+    for k, failures in enumerate(verdicts, 1):
+        assert f"attempt {k} tried narrow ranges / attempt {k}: 600 rows; rejected: {failures[0]}" in flat
+    assert "same ones the skipped iteration read" in flat
+    assert "was skipped" not in _teacher_md(_brief(tmp_path / "none", game_hub))
+
+
+def _rows_for_gate(n: int) -> list[dict]:
+    from hidden_number.game import halving_moves, question
+    import random
+
+    rng = random.Random(4)
+    rows = []
+    for k in range(n):
+        lo = rng.randint(1, 30)
+        hi = lo + rng.randint(8, 30)
+        secret, budget = rng.randint(lo, hi), 7
+        rows.append({"question": question(lo, hi, budget, rng), "answer": str(secret),
+                     "info": {"lo": lo, "hi": hi, "max_guesses": budget, "domain": "d", "sub_domain": "s",
+                              "reasoning": halving_moves(lo, hi, secret, budget)}})
+    return rows
+
+
+def test_the_gate_plays_a_multi_turn_rows_replies_through_the_envs_own_turns(tmp_path):
+    """info.reasoning of a multi-turn env's row is its replies: the halving player's win the
+    episode (full reward); replies that miss, or stop before the env ends the game, score below
+    it, and the line says the episode wanted more; a single string is one reply."""
+    from driver.gates import accuracy
+
+    rows = _rows_for_gate(6)
+    rows[1]["info"]["reasoning"] = rows[1]["info"]["reasoning"][:-1]         # stops one reply short
+    wrong = int(rows[2]["answer"]) + 1 if int(rows[2]["answer"]) < rows[2]["info"]["hi"] else int(rows[2]["answer"]) - 1
+    rows[2]["info"]["reasoning"] = [f"<guess>{wrong}</guess>"] * 7          # never the number
+    rows[3]["info"]["reasoning"] = f"<guess>{rows[3]['answer']}</guess>"     # a string: one reply
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    scored = accuracy.score_rows(PY, "hidden_number", {}, tmp_path / "d.jsonl")
+    rewards = [r["reward"] for r in scored["rows"]]
+    assert scored["ceiling"] == 1.0 and rewards == [1.0, 0.0, 0.0, 1.0, 1.0, 1.0]
+    short = scored["rows"][1]["errors"]
+    assert any("still wanted a reply after the" in e for e in short), short
+    n_bad, detail = accuracy.failures(scored)
+    assert n_bad == 2 and "d/s: 2 rows" in detail

@@ -161,8 +161,11 @@ def test_each_family_declares_the_interface_and_optional_members_default():
     assert family_for({"env_id": "stock-arithmetic"}) is stock.FAMILY
     assert family_for({"env_id": "owner/model_router@1.0"}) is router.FAMILY
     assert family_for({"env_id": "parity_toy"}) is None
-    assert set(FAMILIES) == {"stock_arithmetic", "model_router"}
-    for fam in (stock.FAMILY, router.FAMILY):
+    from generators import hidden_number as game
+
+    assert family_for({"env_id": "hidden-number"}) is game.FAMILY
+    assert set(FAMILIES) == {"stock_arithmetic", "model_router", "hidden_number"}
+    for fam in (stock.FAMILY, router.FAMILY, game.FAMILY):
         assert isinstance(fam, Family) and fam.buckets and fam.feature_definitions and fam.data_plan
     assert stock.FAMILY.module == "generators.stock_arithmetic"
     assert stock.FAMILY.styles == ("stories", "plain") and stock.FAMILY.untargeted is stock.untargeted

@@ -230,6 +230,14 @@ def fixed_buckets(brief: Brief) -> dict[str, dict]:
             and r["after"]["failure_rate"] <= FIXED_RATE}
 
 
+def skeleton_source(brief: Brief, i: int, row: dict) -> str:
+    """The failed rollout a skeleton row paraphrases, as TEACHER.md tells a teacher to cite it:
+    its step and its idx in failures.jsonl (a brief made by hand may carry neither)."""
+    if "step" in row and "idx" in row:
+        return f"train_step_{row['step']}_idx_{row['idx']}"
+    return f"{brief.failures_step}_idx_{i}"
+
+
 class BuiltinTeacher:
     name = "builtin"
 
@@ -311,7 +319,7 @@ class BuiltinTeacher:
                       for k, v in fixed.items()},
             "metrics_failed_vs_passed": metric_means(rows),
         }
-        skeletons = [fam.skeleton(f"{brief.failures_step}_idx_{i}", r.get("info") or {})
+        skeletons = [fam.skeleton(skeleton_source(brief, i, r), r.get("info") or {})
                      for i, r, _ in probs if failed(r)]
         d = brief.iter_dir
         atomic_write_json(d / "weakness.json", weakness)

@@ -43,12 +43,37 @@ def feedback(guess: int | None, secret: int, lo: int, hi: int) -> tuple[int, int
     return lo, guess - 1, f"Lower: from {lo} to {guess - 1}.", False
 
 
-def question(lo: int, hi: int, max_guesses: int) -> str:
-    return f"The number is from {lo} to {hi}. You have {max_guesses} guesses."
+# The question's wording: what is hidden, how the game is opened, and how the range and the
+# budget are put, and how it closes (the range always reads "from LO to HI", as the env's replies
+# do). 30,720 wordings, so rows that differ only in their numbers are still told apart by their
+# words (the dataset gate's clone rule).
+THINGS = ["a locker code", "a page of a book", "a seat number", "a raffle ticket", "a house number",
+          "a jersey number", "a room on the floor", "a lottery ball", "a parking spot", "a bus route",
+          "a dice total", "a card in the deck", "a track on the album", "a box on the shelf",
+          "a floor of the tower", "a row in the theatre", "a hole on the course", "a cabin on the ship",
+          "a stall at the market", "a platform at the station", "a tile on the board", "a coin in the jar",
+          "a key on the ring", "a step of the stairs", "a drawer in the cabinet", "a bed in the ward",
+          "a lane in the pool", "a stop on the line", "a chapter of the story", "a gate at the airport",
+          "a pier in the harbour", "a tent at the camp", "a bench in the park", "a desk in the class",
+          "a bin in the yard", "a candle on the cake", "a bead on the string", "a peg on the wall",
+          "a slot in the rack", "a mark on the ruler"]
+OPENERS = ["Guess {thing}.", "I picked {thing}.", "Find {thing}.", "Someone hid {thing}.",
+           "Think of {thing}.", "Track down {thing}."]
+RANGES = ["It is from {lo} to {hi}.", "It lies from {lo} to {hi}.", "Range: from {lo} to {hi}.",
+          "Somewhere from {lo} to {hi}."]
+BUDGETS = ["You have {g} guesses.", "{g} guesses allowed.", "Budget: {g} guesses.",
+           "At most {g} guesses."]
+CLOSERS = ["", "Good luck.", "Go.", "Start now.", "Your turn.", "Begin.", "Ready?", "Off you go."]
 
 
-def make_row(lo: int, hi: int, secret: int, max_guesses: int, **info) -> dict:
-    return {"question": question(lo, hi, max_guesses), "answer": str(secret),
+def question(lo: int, hi: int, max_guesses: int, rng: random.Random) -> str:
+    parts = [rng.choice(OPENERS).format(thing=rng.choice(THINGS)), rng.choice(RANGES).format(lo=lo, hi=hi),
+             rng.choice(BUDGETS).format(g=max_guesses), rng.choice(CLOSERS)]
+    return " ".join(p for p in parts if p)
+
+
+def make_row(lo: int, hi: int, secret: int, max_guesses: int, rng: random.Random, **info) -> dict:
+    return {"question": question(lo, hi, max_guesses, rng), "answer": str(secret),
             "info": {"lo": lo, "hi": hi, "max_guesses": max_guesses, **info}}
 
 
@@ -57,7 +82,7 @@ def draw(rng: random.Random) -> dict:
     width = rng.randint(MIN_WIDTH, MAX_WIDTH)
     lo = rng.randint(1, MAX_LO)
     hi = lo + width - 1
-    return make_row(lo, hi, rng.randint(lo, hi), needed(width) + rng.randint(0, 1))
+    return make_row(lo, hi, rng.randint(lo, hi), needed(width) + rng.randint(0, 1), rng)
 
 
 def halving_moves(lo: int, hi: int, secret: int, max_guesses: int) -> list[str]:
