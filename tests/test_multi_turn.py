@@ -36,6 +36,16 @@ def test_envs_on_path():
         yield
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny models here run in this process: one thread (two contend with the suite's other
+    worker for two cores, and a tiny model's steps then take ten times as long)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def game():
     import verifiers as vf
@@ -404,3 +414,146 @@ def test_the_gate_plays_a_multi_turn_rows_replies_through_the_envs_own_turns(tmp
     assert any("still wanted a reply after the" in e for e in short), short
     n_bad, detail = accuracy.failures(scored)
     assert n_bad == 2 and "d/s: 2 rows" in detail
+
+
+# --------------------------------------------------------------------------------------------
+# The student for an interactive env: a solver that plays episodes, a build that fits its limit
+
+HALVING = """
+import re
+
+def next_move(messages, info):
+    # the range left is the last "from LO to HI" said in the conversation
+    lo, hi = map(int, re.findall(r"from (\\d+) to (\\d+)", " ".join(m["content"] for m in messages))[-1])
+    return f"<guess>{(lo + hi) // 2}</guess>"
+"""
+
+STUBBORN = """
+def next_move(messages, info):
+    return "<guess>1</guess>" if len(messages) < 6 else None
+"""
+
+
+def test_a_solver_plays_a_multi_turn_envs_episodes_and_its_wins_become_the_warm_start(tmp_path, runs):
+    """--student-solver on the game: next_move(messages, info) is asked each turn with the
+    conversation so far and the env plays every train row with it; a solver that wins few
+    episodes is refused with their transcripts, one that wins them all becomes the student's
+    corpus of whole episodes (here the build it names is then too long for the limit, which is
+    refused before a run directory exists, with the limit that fits)."""
+    env = cpu_user_env(tmp_path)
+    (tmp_path / "stubborn.py").write_text(STUBBORN)
+    r = driver(["run", "--dataset", "hidden_number", "--backend", "local", "--teacher", "agent",
+                "--student-solver", str(tmp_path / "stubborn.py"), "--runs-dir", str(runs)], env, timeout=600)
+    assert r.returncode == 2 and list(runs.iterdir()) == [], r.stderr[-3000:]
+    err = " ".join(r.stderr.split())
+    assert "next_move() played 2000 episodes" in err and "over the whole episode" in err
+    assert "Episodes the rubric scored below full reward" in err and "user: 1 is out of range" in err
+
+    (tmp_path / "solve.py").write_text(HALVING)
+    r = driver(["run", "--dataset", "hidden_number", "--backend", "local", "--teacher", "agent",
+                "--student-solver", str(tmp_path / "solve.py"), "--model",
+                "builtin:tiny-char-qwen2?sft_steps=1000000", "--runs-dir", str(runs)], env, timeout=600)
+    assert r.returncode == 2 and list(runs.iterdir()) == [], r.stderr[-3000:]
+    err = " ".join(r.stderr.split())
+    assert "2000 of the 2000 train rows of hidden_number passed: next_move() played 2000 episodes" in err
+    corpus = Path(re.search(r"\(corpus (\S+)\)", err).group(1))
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    traj = rows[0]["info"]["reference_trajectory"]
+    assert len(rows) == 2000 and [m["role"] for m in traj][:2] == ["assistant", "user"]
+    assert "1000000 SFT steps" in err and "longer than --startup-timeout (10 min)" in err
+    assert re.search(r"Run again with --startup-timeout \d+m", err) and "Nothing was created" in err
+
+
+def test_the_student_build_is_sized_and_timed_before_it_starts(tmp_path, runs):
+    """A student that must be built: `driver run` says its size and how long its SFT will take
+    here (measured over a few steps) before anything is created; with a limit that fits, the
+    run goes on (a dry run here)."""
+    r = driver(["run", "--dataset", "hidden_number", "--backend", "local", "--teacher", "agent", "--dry-run",
+                "--model", "builtin:tiny-char-qwen2?corpus=stream&sft_steps=4000", "--startup-timeout", "400h",
+                "--runs-dir", str(runs)], cpu_user_env(tmp_path), timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    said = re.search(r"student build: the student \S+ is built before iter_0 trains: ([\d,]+) parameters, "
+                     r"4000 SFT steps of 32 on \d+\+ warm-start examples, ([\d.]+) s a step here .*about (\d+) min",
+                     " ".join(r.stderr.split()))
+    assert said, r.stderr[-2000:]
+    assert int(said.group(1).replace(",", "")) > 100_000 and float(said.group(2)) > 0
+    assert abs(int(said.group(3)) - 4000 * float(said.group(2)) / 60) <= 1
+
+
+def test_the_build_says_where_it_is_at_least_every_half_minute(monkeypatch):
+    """SFT progress lines: at least 20 a build, and one whenever half a minute has gone since
+    the last, however slow a step (a clock that gains 40 s a step: a line every step)."""
+    from types import SimpleNamespace
+
+    from embedded_trainer import recipe
+
+    tok = recipe.build_tokenizer()
+    spec = {**recipe.parse_recipe("builtin:tiny-char-qwen2?hidden_size=16&ffn=32&heads=2&layers=1"),
+            "sft_steps": 60, "sft_batch": 1}
+    model = recipe.build_model(spec, len(tok))
+    examples = [([3, 5, 6], [40, 41, tok.eos_token_id], [1, 1, 1])]
+    lines: list[str] = []
+    recipe.sft(model, examples, spec, log=lines.append)   # a real clock: steps of milliseconds
+    assert len(lines) == 21 and lines[0].startswith("sft step 1/60")
+    clock = iter(range(0, 10 ** 6, 40))
+    monkeypatch.setattr(recipe, "time", SimpleNamespace(time=lambda: next(clock)))
+    lines.clear()
+    recipe.sft(model, examples, spec, log=lines.append)
+    assert len(lines) == 60
+
+
+def test_driver_resume_may_lengthen_the_startup_timeout(tmp_path, runs):
+    """A run whose student build needs longer than --startup-timeout: `driver resume
+    --startup-timeout` changes it for the arms to come (recorded in run.json); a value that is
+    not a duration is refused before anything changes."""
+    from conftest import driver_env
+
+    env = driver_env(tmp_path, DOUBLE_CRASH_AT_STEP="1")
+    r = driver(["run", "--dataset", "hidden_number", "--dry-run", "--runs-dir", str(runs)], env, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    from conftest import run_dir_from
+
+    rd = run_dir_from(r.stdout)
+    before = json.loads((rd / "run.json").read_text())["startup_timeout_s"]
+    bad = driver(["resume", str(rd), "--startup-timeout", "soon"], env)
+    assert bad.returncode == 2 and json.loads((rd / "run.json").read_text())["startup_timeout_s"] == before
+    r = driver(["resume", str(rd), "--startup-timeout", "3h"], env, timeout=600)
+    assert "--startup-timeout: 60 min -> 180 min" in r.stderr, r.stderr[-2000:]
+    assert json.loads((rd / "run.json").read_text())["startup_timeout_s"] == 3 * 3600
+
+
+# --------------------------------------------------------------------------------------------
+# Whole runs (extended: their unit-level twins above stay in the main suite)
+
+LOAD_GENERATED = r"""
+import json, sys
+import verifiers as vf
+env = vf.load_environment(sys.argv[1])
+print(json.dumps({"class": type(env).__name__, "max_turns": env.max_turns, "rows": len(env.get_dataset())}))
+"""
+
+
+@pytest.mark.extended
+def test_on_prime_rl_a_multi_turn_hub_envs_iteration_installs_a_generated_env_with_its_turn_limit(tmp_path, runs):
+    """prime-rl's `rl` (the trainer double) on the built-in game loaded with max_turns=11 (its
+    class's default is 8): iteration 1's config is rendered, its generated env installed, and in
+    a fresh interpreter that env is the hub's class with the hub's turn limit; the teacher's
+    failures came with their idx and step; control C drew the family's untargeted games."""
+    from conftest import FAST, driver_env, run_dir_from
+
+    r = driver(["run", "--dataset", "hidden_number", "--env-args", '{"max_turns": 11}', "--max-iters", "2",
+                *FAST, "--runs-dir", str(runs)], driver_env(tmp_path), timeout=1500)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "episodes: multi-turn" in r.stderr and "max_turns 11" in r.stderr
+    rd = run_dir_from(r.stdout)
+    it1 = rd / "iter_1"
+    assert (it1 / "rl.toml").exists() and "max_turns = 11" in (it1 / "rl.toml").read_text()
+    installed = json.loads((it1 / "env_installed.json").read_text())
+    name = next(p.name for p in it1.iterdir() if p.is_dir() and p.name.startswith("hidden_number_iter_1"))
+    out = subprocess.run([PY, "-c", LOAD_GENERATED, name], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.splitlines()[-1])
+    assert got == {"class": "HiddenNumberEnv", "max_turns": 11, "rows": installed["rows"]}
+    failures = [json.loads(line) for line in (it1 / "teacher_input" / "failures.jsonl").read_text().splitlines()]
+    assert [f["idx"] for f in failures] == list(range(len(failures))) and all("step" in f for f in failures)
+    assert "untargeted rows from generators.hidden_number.untargeted" in r.stdout + r.stderr

@@ -198,6 +198,10 @@ def _check_student(state, backend, hub: dict) -> None:
         print(f"note: could not check that {state.model} can be built for {state.dataset} "
               f"({e}); iter_0 will tell", file=sys.stderr, flush=True)
         return
+    if got.env_recipe:   # the bare built-in name on an env that names its own student
+        print(f"student: {state.dataset}'s package names its own built-in student: --model "
+              f"{got.env_recipe}", file=sys.stderr, flush=True)
+        state.model = got.env_recipe
     why = student_refusal(got, state.model, state.dataset)
     if why:
         raise UsageError(why + "\n" + student_routes(got, state.dataset, multi_turn))

@@ -185,6 +185,8 @@ class StudentCheck(_Model):
     # with estimate, where it must be built: {"examples", "params", "sft_steps", "sft_batch",
     # "seconds_per_step", "estimate_s"} (embedded_trainer/recipe.py's estimate)
     build: dict[str, Any] | None = None
+    # the bare recipe name on an env whose package names its own student (STUDENT_RECIPE): that one
+    env_recipe: str | None = None
 
 
 class SolverMiss(_Model):

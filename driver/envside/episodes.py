@@ -120,7 +120,7 @@ def _client(reply):
         async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
             text = reply(prompt)
             if text is None:
-                raise _NoReply("the script has no reply for this turn")
+                raise _NoReply("no reply for this turn (the script, or the solver, gave None)")
             return text
 
         async def raise_from_native_response(self, response):

@@ -57,6 +57,10 @@ def recipe(req: dict) -> dict:
                  "solver_corpus": None}
     if not out["recipe"]:
         return out
+    if name == r.RECIPE_PREFIX:   # the bare name: the env's own student, where its package names one
+        own = _env_recipe(env_id)
+        if own and own != name:
+            out["env_recipe"] = name = own
     try:
         spec = r.parse_recipe(name)
     except ValueError as e:
@@ -88,6 +92,16 @@ def recipe(req: dict) -> dict:
         out["train_rows"], out["reference_completions"], out["load_error"] = \
             _reference_rows(env_id, env_args)
     return out
+
+
+def _env_recipe(env_id: str) -> str | None:
+    """The built-in student the env's package names as its own (`STUDENT_RECIPE`), if any."""
+    try:
+        mod = importlib.import_module(env_id.split("/")[-1].replace("-", "_"))
+    except ImportError:
+        return None
+    own = getattr(mod, "STUDENT_RECIPE", None)
+    return own if isinstance(own, str) else None
 
 
 def _estimate(r, name: str, env_id: str, env_args: dict) -> dict | None:
@@ -200,6 +214,8 @@ def _episode_corpus(out: dict, env, train: list, next_move, r, episodes) -> dict
     """The solver corpus of a multi-turn env: every train row played as an episode by the env's
     own rollout loop, each reply from next_move(messages, info), scored by the env's rubric over
     the whole episode; the episodes at full reward are kept as reference trajectories."""
+    import classic
+
     out["ceiling"] = ceiling = sum(w for w in classic._weights(env.rubric) if w > 0)
     kept = []
     for k, row in enumerate(train):
@@ -233,7 +249,19 @@ def _write_corpus(out: dict, kept: list, r) -> dict:
     import hashlib
     import os
 
-    return _write_corpus(out, kept, r)
+    out["kept"] = len(kept)
+    if len(kept) < out["floor"]:
+        return out
+    text = "".join(json.dumps(k, sort_keys=True, default=str) + "\n" for k in kept)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = r.solver_corpus_path(digest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not path.exists():
+        tmp_path = f"{path}.tmp{os.getpid()}"
+        with open(tmp_path, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp_path, path)
+    return {**out, "digest": digest, "path": str(path)}
 
 
 JOBS = {"recipe": recipe, "solver_corpus": solver_corpus}

@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from .game import SYSTEM_PROMPT, feedback, halving_moves, play, warm_start_corpus  # noqa: F401
 
+# The embedded trainer's built-in student for this game (`driver run --backend local` takes it for
+# the bare builtin:tiny-char-qwen2): the two-layer character-level Qwen2 warm-started by SFT on
+# 600 x 32 fresh episodes of the halving player, a fifth of them opened with a guess at the
+# range's low end; shipped prebuilt in embedded_trainer/prebuilt/.
+STUDENT_RECIPE = "builtin:tiny-char-qwen2?corpus=stream&sft_steps=600&c_slip_share=0.2"
+
 
 def load_environment(seed: int = 0, num_train_examples: int = -1, num_eval_examples: int = -1,
                      max_turns: int = 8, **kwargs):
