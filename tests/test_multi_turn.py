@@ -557,3 +557,47 @@ def test_on_prime_rl_a_multi_turn_hub_envs_iteration_installs_a_generated_env_wi
     failures = [json.loads(line) for line in (it1 / "teacher_input" / "failures.jsonl").read_text().splitlines()]
     assert [f["idx"] for f in failures] == list(range(len(failures))) and all("step" in f for f in failures)
     assert "untargeted rows from generators.hidden_number.untargeted" in r.stdout + r.stderr
+
+
+@pytest.mark.extended
+def test_on_cpu_the_loop_trains_a_student_on_the_built_in_game_through_an_iteration_and_the_controls(tmp_path, runs):
+    """`driver run --backend local` on hidden_number, its shipped student, the built-in teacher:
+    iter_0, an iteration and the three controls train for real; every train rollout is an
+    episode of several replies with the env's feedback between them, as the game's rules give it;
+    the probe finds live groups on the teacher's rows; the run completes."""
+    from conftest import run_dir_from
+    from driver import dialects
+    from hidden_number.game import feedback, parse_guess
+
+    env = cpu_user_env(tmp_path)
+    env["EMBEDDED_TRAINER_CACHE"] = str(tmp_path / "cache")   # nothing built: the shipped student
+    r = driver(["run", "--dataset", "hidden_number", "--backend", "local", "--max-iters", "2",
+                "--steps-per-run", "4", "--batch-size", "64", "--eval-examples", "40",
+                "--max-completion-tokens", "32",
+                "--env-args", '{"num_eval_examples": 40}', "--budget", "2h", "--runs-dir", str(runs)],
+               env, timeout=3000)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    state = json.loads((rd / "run.json").read_text())
+    assert (state["phase"], state["status"]) == ("done", "max_iters_reached")
+    assert state["model"] == "builtin:tiny-char-qwen2?corpus=stream&sft_steps=600&c_slip_share=0.2"
+    metrics = json.loads((rd / "metrics.json").read_text())
+    assert [m["iter"] for m in metrics["iters"] if not m.get("skipped")] == [0, 1]
+    assert len(metrics["controls"]) == 3
+    probe = json.loads((rd / "iter_1" / "probe.json").read_text())
+    assert probe["passed"] and probe["live_fraction"] > 0
+    classic = dialects.get("classic")
+    for k in (0, 1):
+        out = rd / f"iter_{k}" / "prime_out"
+        rows = [row for s in classic.train_steps(out) for row in classic.train_rows(out, s)]
+        assert rows
+        for row in rows:
+            replies = [m for m in row["completion"] if m["role"] == "assistant"]
+            said = [m["content"] for m in row["completion"] if m["role"] == "user"]
+            lo, hi, secret = row["info"]["lo"], row["info"]["hi"], int(row["answer"])
+            expected = []
+            for reply in replies:
+                lo, hi, text, found = feedback(parse_guess(reply["content"]), secret, lo, hi)
+                expected.append("Correct!" if found else text)
+            assert said == expected[:len(said)] and len(said) >= len(replies) - 1
+        assert sum(len([m for m in row["completion"] if m["role"] == "assistant"]) >= 2 for row in rows) > len(rows) / 2

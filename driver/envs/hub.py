@@ -22,7 +22,7 @@ from driver.envs import envside, tasksets
 from driver.errors import DriverError
 from generators.core import module_name
 
-BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
+BUILTIN_ENVS = {"stock_arithmetic", "model_router", "hidden_number"}
 CLASSIC = envside.CLASSIC    # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
 
 
