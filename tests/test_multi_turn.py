@@ -416,6 +416,20 @@ def test_the_gate_plays_a_multi_turn_rows_replies_through_the_envs_own_turns(tmp
     assert n_bad == 2 and "d/s: 2 rows" in detail
 
 
+def test_effort_and_length_quartiles_read_the_students_replies_not_the_envs_messages():
+    """An episode's length, for the gradient diagnosis's effort and the built-in teacher's
+    length quartiles, is the student's replies: the env's messages between them do not count."""
+    from driver.analysis.diagnose import completion_length
+    from driver.teachers.builtin import _completion_text
+
+    short, chatty = _episode(3, 0.0, 1), _episode(3, 0.0, 2)
+    for m in chatty["completion"]:
+        if m["role"] == "user":
+            m["content"] *= 20
+    assert completion_length(short) == completion_length(chatty) == len("<guess>0</guess><guess>1</guess><guess>2</guess>")
+    assert _completion_text(short) == _completion_text(chatty) == "<guess>0</guess> <guess>1</guess> <guess>2</guess>"
+
+
 # --------------------------------------------------------------------------------------------
 # The student for an interactive env: a solver that plays episodes, a build that fits its limit
 

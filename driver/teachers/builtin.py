@@ -25,10 +25,12 @@ TARGET_ROWS = 600
 
 
 def _completion_text(row: dict) -> str:
+    """The student's own text: a multi-turn episode's replies, not the env's messages."""
     comp = row.get("completion")
     if isinstance(comp, str):
         return comp
-    return " ".join(str(m.get("content", "")) for m in comp or [] if isinstance(m, dict))
+    return " ".join(str(m.get("content", "")) for m in comp or []
+                    if isinstance(m, dict) and m.get("role", "assistant") == "assistant")
 
 
 def length_quartiles(rows: list[dict]) -> list[float | None]:
