@@ -242,8 +242,8 @@ def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(
     d = tmp_path / "iter_1"
     d.mkdir()
     failures = tmp_path / "failures.jsonl"
-    failures.write_text("".join(json.dumps({"reward": 0.2, "info": {"numbers": [12, 345]}}) + "\n"
-                                for _ in range(20)))
+    failures.write_text("".join(json.dumps({"idx": i, "step": 3, "reward": 0.2, "info": {"numbers": [12, 345]}})
+                                + "\n" for i in range(20)))
     b = Brief(run_dir=tmp_path, iter_dir=d, iteration=1, hub=envs.introspect(sys.executable, "digit_tally"),
               failures_path=failures, failures_step="train_step_3", eval_accs={"iter_0": 0.2},
               train_sample_path=failures)

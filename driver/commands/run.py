@@ -3,10 +3,9 @@
 Everything `driver resume` cannot fix is refused here, before the run directory exists: a bad
 flag, an unknown backend or a missing trainer, a base config prime-rl would reject, an
 --init-from directory that lacks what iter_0 is reused from (or whose iter_0 is of another
-dialect, hub env or model), a built-in student the embedded trainer cannot build for the env (or could not build within
---startup-timeout), an env whose kind of episodes the backend cannot play (a tool-using env on
-the embedded trainer),
-a --student-solver that answers too few of the env's train rows at full reward, a hub env that
+dialect, hub env or model), a built-in student the embedded trainer cannot build for the env
+(or not within --startup-timeout), an env whose kind of episodes the backend cannot play (a
+tool-using env on the embedded trainer), a --student-solver that answers too few of the env's train rows at full reward, a hub env that
 does not load, or whose reward reads the env's own state with no scorer a generated env could
 call instead (the run's env is fixed for its life).
 """
