@@ -230,7 +230,10 @@ class RunConfig(Knobs):
              "row (None: cannot). Before anything is created it runs on the env's train rows "
              "(never an eval row); the completions the env's rubric scores at full reward, at "
              f"least {SOLVER_MIN_ROWS} (all of a smaller split) and {SOLVER_MIN_SHARE:.0%} of the "
-             "split, become the student's warm-start corpus (recipe corpus=solver)")
+             "split, become the student's warm-start corpus (recipe corpus=solver). On a multi-turn "
+             "env it defines next_move(messages: list[dict], info: dict) -> str | None instead, "
+             "asked once per turn with the conversation so far while the env plays each train "
+             "row; the episodes the rubric scores at full reward become the corpus")
     teacher: TeacherName = setting(
         "builtin", resumable=True,
         help="who writes weakness reports and generators: builtin (no LLM; needs a family "
