@@ -8,12 +8,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from driver.commands import (compact_warning, diagnose, export_prompts, introspect, report, resume,
-                             run, skill, status, validate)
+from driver.commands import (compact_warning, diagnose, export_model, export_prompts, introspect,
+                             report, resume, run, skill, status, validate)
 from driver.commands.flags import EXIT_CODES
 
 COMMANDS = (run, resume, status, compact_warning, introspect, validate, skill, diagnose, report,
-            export_prompts)
+            export_prompts, export_model)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,11 +9,20 @@ from pathlib import Path
 
 from driver import dialects
 from driver.backends import Backend, resolve
+from driver.backends.base import Runner
 from driver.dialects.base import Dialect
 from driver.errors import UsageError
 from driver.run.files import read_json
 from driver.run.model import Knobs, LimitChange, RunState, TrainerProcess
 from driver.run.rundir import RunDir
+
+
+def stop_grace_s(state: RunState) -> float:
+    """How long a stopped launch's own cleanup gets before SIGKILL: --stop-grace, else (prime_rl)
+    its launcher's cleanup limit with the default processes (rl_contract/launch.py)."""
+    from rl_contract.launch import cleanup_bound_s
+
+    return state.stop_grace_s if state.stop_grace_s is not None else cleanup_bound_s(state.dialect)
 
 
 @dataclass
@@ -52,6 +61,13 @@ class Ctx:
         if self.backend is None:
             raise UsageError("this command reads records only and has no trainer")
         return self.backend
+
+    def runner(self) -> Runner:
+        """The backend's runner, stopping a launch with the run's stop grace."""
+        runner = self.trainer.runner()
+        if hasattr(runner, "grace_s"):
+            runner.grace_s = stop_grace_s(self.state)
+        return runner
 
     @property
     def knobs(self) -> Knobs:

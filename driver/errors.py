@@ -16,6 +16,30 @@ class UsageError(DriverError):
         super().__init__(message, exit_code=2)
 
 
+class ArmAborted(DriverError):
+    """prime-rl ended an arm on a rule of its own (its zero-advantage filter found nothing to
+    train on), with its reason: the arm is recorded as such and never retrained as it was."""
+
+    def __init__(self, arm: str, reason: str):
+        super().__init__(f"[{arm}] prime-rl aborted the arm: {reason}")
+        self.arm, self.reason = arm, reason
+
+
+class ControlSkipped(DriverError):
+    """A control that is not run, and why (no evaluated iteration to compare with; no rows that
+    could answer its question): recorded and said in the summary, never read as a failure."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class StillRunning(DriverError):
+    """A launch the driver could not confirm stopped: nothing else may be launched beside it, so
+    the driver stops instead of moving on to the next arm (a failed arm is recorded and the loop
+    goes on; this ends the command). The message names the launch and how to stop it."""
+
+
 class WaitingForTeacher(Exception):
     """The agent teacher has been briefed; the driver stops with exit code 3."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from driver import faults
 from driver.envs import worker
 from driver.context import Ctx
-from driver.errors import DriverError, UsageError, WaitingForTeacher, os_error_advice
+from driver.errors import ArmAborted, DriverError, UsageError, WaitingForTeacher, os_error_advice
 from driver.arms import table
 from driver.phases import controls, finalize, iteration, setup
 from driver.run.model import PhaseRecord
@@ -87,7 +87,11 @@ def step(ctx: Ctx, phase: str) -> str:
     if phase == "probe":
         return _checked(ctx, n, iteration.probe(ctx, n), "train")
     if phase == "train":
-        iteration.train_iteration(ctx, n)
+        try:
+            iteration.train_iteration(ctx, n)
+        except ArmAborted as e:   # prime-rl's own rule ended it: recorded, never retrained
+            iteration.record_abort(ctx, n, e)
+            return "gate"
         return "evaluate"
     if phase == "evaluate":
         if not iteration.trained(ctx, n):   # its attempt was retired (a torn eval): train again

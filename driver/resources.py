@@ -30,39 +30,6 @@ def skill_md() -> Path:
     return _find("SKILL.md")
 
 
-def toml_value(value) -> str:
-    """Encode one value as TOML through tomli-w: user text is never pasted into TOML."""
-    import tomli_w
-
-    return tomli_w.dumps({"v": value}).split("=", 1)[1].strip()
-
-
-def toml_inline(table: dict) -> str:
-    """An inline table, encoded by tomli-w (it writes tables inside arrays inline)."""
-    import tomli_w
-
-    line = tomli_w.dumps({"v": [table]}).splitlines()[1].strip()
-    return line[:-1] if line.endswith(",") else line
-
-
-def toml_array_of_tables(blocks: list[dict], prefix: str) -> str:
-    """`[[prefix]]` blocks; every key and value is encoded by tomli-w."""
-    out = []
-    for block in blocks:
-        out.append(f"[[{prefix}]]")
-        for key, value in block.items():
-            encoded = toml_inline(value) if isinstance(value, dict) else toml_value(value)
-            out.append(f"{toml_key(key)} = {encoded}")
-        out.append("")
-    return "\n".join(out)
-
-
-def toml_key(key: str) -> str:
-    import tomli_w
-
-    return tomli_w.dumps({key: 0}).split("=", 1)[0].strip()
-
-
 @lru_cache(maxsize=1)
 def jinja():
     import jinja2
@@ -72,8 +39,6 @@ def jinja():
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters["toml"] = toml_value
-    env.filters["toml_blocks"] = toml_array_of_tables
     env.filters["pyrepr"] = repr
     env.filters["tojson"] = lambda v: json.dumps(v)
     return env

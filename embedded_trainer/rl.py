@@ -161,7 +161,7 @@ def resolve_resume(out: Path, resume_step: int) -> int:
         if not steps:
             raise TrainerError(f"resume_step = -1 (latest) but {out}/checkpoints has no checkpoint")
         resume_step = steps[-1]
-    missing = [str(t) for t in checkpoint_trees(out, resume_step) if not t.exists()]
+    missing = [str(t) for t in LAYOUT.resume_trees(out, resume_step) if not t.exists()]
     if missing:
         raise TrainerError(f"cannot resume from step {resume_step}: missing {', '.join(missing)}")
     return resume_step
@@ -436,7 +436,8 @@ def run(cfg: cfgmod.RLConfig) -> None:
             for k, row in enumerate(out_rows):
                 rec = gar_records[k // group]
                 row["gar"] = {**rec["candidates"][k % group], "fallback_reason": rec["fallback_reason"]}
-        write_jsonl(LAYOUT.train_file(r.out, step), out_rows + dropped)
+        # filed where prime-rl files it: the batch of step s under rollouts/step_{s-1}
+        write_jsonl(LAYOUT.train_file(r.out, LAYOUT.rows_step(step)), out_rows + dropped)
 
         # ---- 6. clipped-surrogate updates over shuffled minibatches of groups --------------
         t0 = time.perf_counter()

@@ -137,6 +137,13 @@ def _classic_scorer(env_id: str, env_args: dict | None):
     from verifiers.types import State
 
     env = vf.load_environment(env_id, **(env_args or {}))
+    # a reward that scores against the env's own data (ReasoningGymEnv's kind) cannot score a
+    # generated row's answer: score it as the generated env will, from the row's info.entry
+    from driver.envside import row_truth
+
+    record = row_truth.detect(env, list(env.get_dataset())[:row_truth.SAMPLE_ROWS * 4])
+    if record.get("verdict") == "yes" and record.get("scorer"):
+        row_truth.swap(env, env.rubric, record)
 
     async def score(row):
         st = State(input={"prompt": [{"role": "user", "content": row["question"]}],

@@ -1,11 +1,16 @@
-"""The current generation's output layout (prime-rl v0.8.1.dev57 .. dev67, verifiers v1 tasksets).
+"""The current generation (prime-rl v0.8.1.dev57 .. dev67, verifiers v1 tasksets) at run time:
+where a launch writes what, the behaviours of `rl` and `evals` the driver relies on, and its
+trace episodes read as flat rows. Every fact is read off prime-rl v0.8.1.dev67 (commit 559b447)
+at the lines SOURCES names; the driver reads the layout only through this module, and the test
+double (tests/trainer_double_current.py) writes it through the same functions.
 
 One run directory R = OUT/run.name holds everything an arm writes:
-`R/checkpoints/step_N/{trainer,orchestrator}`, `R/broadcasts/step_N` (HF weights + STABLE, with
-the filesystem weight broadcast), `R/rollouts/step_N/{train,eval}/{all,effective}/traces.jsonl`
-and `R/metrics.jsonl`. There is no weights/ dir, and the run never evaluates its final weights,
-so each arm's final broadcast is measured by a separate `evals` launch whose output dir is
-`OUT/final_eval/step_N` (standalone evals write their one epoch as step 0).
+`R/checkpoints/step_N/{trainer,orchestrator}`, `R/broadcasts/step_N` (weight shards + STABLE, with
+the filesystem weight broadcast: no config, no tokenizer), `R/rollouts/step_N/{train,eval}/{all,
+effective}/traces.jsonl` and `R/metrics.jsonl`. There is no weights/ dir, and the run never
+evaluates its final weights: each arm's final broadcast is measured by prime-rl's own `evals` in
+its online mode (the base model served as in training, the broadcast loaded into it), whose
+output dir is `OUT/final_eval/step_N`.
 
 Rows are verifiers Episodes with no stored reward: reward = sum of score x weight over the
 trace's `rewards`, and the per-example key is `task.key`. This module turns them into the flat
@@ -20,12 +25,58 @@ from typing import Iterator
 
 from rl_contract.steps import StepDirs
 
+COMMIT = "559b447"   # prime-rl v0.8.1.dev67
+_CFG = "packages/prime-rl-configs/src/prime_rl/configs"
+_ORCH = "src/prime_rl/orchestrator/orchestrator.py"
+_EVALS = "src/prime_rl/evals/evals.py"
+
+# fact -> the lines of prime-rl (at COMMIT) it is read off
+SOURCES: dict[str, str] = {
+    "train rows of a launch from F to M land in step_{F+1} .. step_M":
+        "src/prime_rl/orchestrator/types.py:27-30 (Progress.step starts at 1, trainer-aligned); "
+        f"{_ORCH}:321 (a resume continues at F + 1), :591-592 (an arriving train episode is "
+        "logged under the step still collecting), :690 (step += 1 after a batch ships)",
+    "episodes arriving after the last batch ships spill into step_{M+1}, never trained":
+        f"{_ORCH}:690,761-776 (the final ship moves the step to M + 1; draining starts after)",
+    "`all` holds every arriving episode, errored ones included":
+        f"{_ORCH}:584-592; src/prime_rl/monitors/file.py:43-55",
+    "zero-advantage samples are filtered by default": f"{_CFG}/orchestrator.py:270",
+    "ten consecutive empty train batches abort the run, their episodes left in `all`":
+        f"{_ORCH}:99 (MAX_CONSECUTIVE_EMPTY_BATCHES = 10), :640-652 (an empty batch does not "
+        "advance the step)",
+    "a broadcast holds weight shards and STABLE only":
+        "src/prime_rl/transports/weights/filesystem.py:33-75; src/prime_rl/utils/weights.py:184-234",
+    "a broadcast's tensors carry Hugging Face names":
+        "src/prime_rl/transports/weights/filesystem.py:66-68 (convert_state_dict_to_hf)",
+    "there is no weights/ directory": "29e4222 (#3316, the trainer saves DCP checkpoints only)",
+    "evals' online mode serves the base model and loads a broadcast into it":
+        f"{_CFG}/evals.py:43-62,82; {_EVALS}:228-231,239-270,327-367 "
+        "(pool.update_weights(broadcast_dir) at :357)",
+    "online evals write their episodes under the policy's step": f"{_EVALS}:354-384",
+    "a standalone inference server takes filesystem weight updates":
+        f"{_CFG}/inference.py:216-218,458; src/prime_rl/inference/vllm/server.py:83-86,233",
+    "the served model's name picks its tool-call and reasoning parsers":
+        f"{_CFG}/inference.py:163-175",
+    "train-source names must match the checkpoint's, as a set":
+        "src/prime_rl/orchestrator/train_source.py:73-82",
+    "[monitors.wandb] turns on one W&B run shared by trainer and orchestrator":
+        "src/prime_rl/entrypoints/rl.py:158-161; src/prime_rl/monitors/wandb/monitor.py:44-47,75-111",
+}
+
 # every launch of an arm passes this run.name: unset, prime-rl adds a random suffix per launch
 # and a resume would land in a new directory
 RUN_NAME = "run"
-# the subset of rows read: `all` holds every finished episode, errored ones included (they
-# count as failures), on arrival; `effective` drops the errored ones
+# the subset of rows read: `all` holds every finished episode on arrival, errored ones included
+# (a row's `errored` says so; they are counted apart, never as wrong answers)
 SUBSET = "all"
+# consecutive empty train batches before the orchestrator aborts the run
+MAX_CONSECUTIVE_EMPTY_BATCHES = 10
+# what the final eval measures (the summary says so beside each number)
+FINAL_EVAL_MEASURES = ("the arm's final weights v(max_steps) alone: prime-rl's `evals` in online "
+                       "mode loads the last broadcast into the base model's server")
+# the zero-advantage filter turned off: the gradient probe measures a dataset's live groups,
+# which the filter would otherwise turn into an abort
+PROBE_FILTERS = {"orchestrator": {"train": {"filter_zero_advantages": False}}}
 # a trace ending on one of these stopped on a length limit (prime-rl serializes no is_truncated)
 TRUNCATING_STOPS = {"max_turns", "max_input_tokens", "max_output_tokens", "max_total_tokens",
                     "compaction_failed"}
@@ -60,7 +111,9 @@ def train_row(episode: dict) -> dict:
     ok = bool(episode.get("ok", True)) and bool(episode.get("traces"))
     return {
         "example_id": (episode.get("task") or {}).get("key"),
+        "group_id": (episode.get("group") or {}).get("id"),
         "env_name": (episode.get("env") or {}).get("name"),
+        "errored": not ok,
         "prompt": prompt or data.get("prompt"), "completion": completion,
         "answer": data.get("answer"), "info": data.get("info") or {},
         "reward": episode_reward(episode) if ok else 0.0,
@@ -84,20 +137,31 @@ def eval_view(episode: dict) -> dict:
             metrics.setdefault(name, float(r["score"]))
     return {"example_id": (episode.get("task") or {}).get("key"),
             "env_name": (episode.get("env") or {}).get("name"),
+            "errored": not ok,
             "reward": episode_reward(episode) if ok else 0.0,
             "metrics": metrics if ok else {k: 0.0 for k in metrics}}
 
 
 class CurrentLayout(StepDirs):
+    # what a gradient probe's one-step launch overlays on its config
+    probe_overlay = PROBE_FILTERS
+    final_eval_measures = FINAL_EVAL_MEASURES
+    # the batch of trainer step s is collected while the orchestrator is at step s
+    ROWS_OFFSET = 0
+
     def run_dir(self, out: Path) -> Path:
         return Path(out) / RUN_NAME
 
     def rollouts_dir(self, out: Path) -> Path:
         return self.run_dir(out) / "rollouts"
 
+    def broadcasts_dir(self, out: Path) -> Path:
+        return self.run_dir(out) / "broadcasts"
+
     def weights_dir(self, out: Path, step: int) -> Path:
-        """The Hugging Face model directory of a step's weights (the filesystem broadcast)."""
-        return self.run_dir(out) / "broadcasts" / f"step_{step}"
+        """A step's weights (the filesystem broadcast): shards and STABLE, no config or
+        tokenizer; loadable beside the base model's (`driver export-model` puts them there)."""
+        return self.broadcasts_dir(out) / f"step_{step}"
 
     def checkpoint_dir(self, out: Path, step: int) -> Path:
         """What `[resume] dir` names to fork this arm's step into another run."""
@@ -107,8 +171,14 @@ class CurrentLayout(StepDirs):
         """The output dir of the `evals` launch that measures a step's final weights."""
         return Path(out) / "final_eval" / f"step_{step}"
 
+    def final_eval_step(self, final: int) -> int:
+        """The step the final-weights eval files its episodes under: online evals write them
+        under the policy's step, the launch's last."""
+        return final
+
     def eval_file(self, out: Path, step: int) -> Path:
-        return self.final_eval_dir(out, step) / "rollouts" / "step_0" / "eval" / SUBSET / "traces.jsonl"
+        return (self.final_eval_dir(out, step) / "rollouts" / f"step_{self.final_eval_step(step)}"
+                / "eval" / SUBSET / "traces.jsonl")
 
     def train_file(self, out: Path, step: int) -> Path:
         return self.rollouts_dir(out) / f"step_{step}" / "train" / SUBSET / "traces.jsonl"
@@ -119,11 +189,48 @@ class CurrentLayout(StepDirs):
         ckpt = self.checkpoint_dir(out, step)
         return [ckpt / "trainer", self.weights_dir(out, step), ckpt / "orchestrator"]
 
+    def resume_trees(self, out: Path, step: int) -> list[Path]:
+        """The trees a run forking `step` reads (`[resume] dir`: trainer/train.py:217-230,
+        orchestrator.py:314-321)."""
+        ckpt = self.checkpoint_dir(out, step)
+        return [ckpt / "trainer", ckpt / "orchestrator"]
+
     def train_rows(self, out: Path, step: int) -> Iterator[dict]:
         with open(self.train_file(out, step), encoding="utf-8") as f:
             for line in f:
                 if line.strip():
                     yield train_row(json.loads(line))
+
+    def abort_reason(self, out: Path, start: int, final: int, groups_per_batch: int) -> str | None:
+        """Why prime-rl aborted a launch on its own rule, as its files show it: the orchestrator
+        writes no reason, but every episode of the empty batches stays in `all` under the one
+        step it could not ship. When that window holds MAX_CONSECUTIVE_EMPTY_BATCHES batches of
+        complete groups and not one group has a reward spread, the zero-advantage filter
+        emptied them all (none of them is a row the driver did not read anyway)."""
+        step = self.latest_train_step(out, start, final)
+        if step is None:
+            return None
+        groups: dict = {}
+        for row in self.train_rows(out, step):
+            if not row.get("errored"):
+                groups.setdefault(row.get("group_id"), []).append(float(row.get("reward", 0.0)))
+        if None in groups or len(groups) < MAX_CONSECUTIVE_EMPTY_BATCHES * max(1, groups_per_batch):
+            return None
+        if any(max(r) > min(r) for r in groups.values()):
+            return None
+        return (f"{MAX_CONSECUTIVE_EMPTY_BATCHES} consecutive empty train batches at step {step}: "
+                f"all {len(groups)} groups had no reward spread, so the zero-advantage filter left "
+                "nothing to train on")
+
+    def weights_problems(self, out: Path, step: int) -> list[str]:
+        """What keeps the step's broadcast from being loaded into the served base model (the
+        final-weights eval's way): [] when its STABLE marker and its weights are there."""
+        d = self.weights_dir(out, step)
+        if not (d / "STABLE").exists():
+            return [str(d / "STABLE")]
+        if not (d / "model.safetensors").exists() and not (d / "model.safetensors.index.json").exists():
+            return [str(d / "model.safetensors")]
+        return []
 
     def resumable_step(self, out: Path) -> int | None:
         """The newest step whose trainer AND orchestrator checkpoints both exist (after a crash

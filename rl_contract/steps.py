@@ -1,5 +1,7 @@
-"""What both generations' layouts share: `step_N` directories, and the steps whose train rows
-are on disk (each layout says where its rollouts dir and train files are)."""
+"""What both generations' layouts share: `step_N` directories, and which of them hold a launch's
+train rows. Each layout says where its rollouts dir and train files are, and how prime-rl numbers
+the rollouts directory of the batch a trainer step trains on (`rows_step`): the two generations
+differ by one, and a launch's rows sit in exactly `launch_train_steps(start, final)`."""
 from __future__ import annotations
 
 import re
@@ -15,10 +17,42 @@ class StepDirs:
         return sorted(int(m.group(1)) for p in Path(directory).iterdir()
                       if (m := _STEP.match(p.name)))
 
-    def train_steps(self, out: Path) -> list[int]:
-        """The steps whose train rollouts are on disk, in order."""
-        return [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
+    # how many steps below the trainer step that trains on it prime-rl files a batch (each
+    # layout states its generation's value, with the source lines)
+    ROWS_OFFSET: int = 0
 
-    def latest_train_step(self, out: Path) -> int | None:
-        steps = self.train_steps(out)
+    def rows_step(self, trained_step: int) -> int:
+        """The rollouts step_N directory holding the train batch of trainer step
+        `trained_step` (the update that makes weights v(trained_step))."""
+        return trained_step - self.ROWS_OFFSET
+
+    def trained_step(self, rows_step: int) -> int:
+        """The inverse of rows_step: which trainer step a rollouts directory's batch fed."""
+        return rows_step + self.ROWS_OFFSET
+
+    def launch_train_steps(self, start: int, final: int) -> range:
+        """The rollouts directories a launch from checkpoint `start` to `final` (absolute
+        max_steps) writes its train rows to, in order; anything else is not this launch's
+        training (a later window the run never trained on, an earlier launch's rows)."""
+        return range(self.rows_step(start + 1), self.rows_step(final) + 1)
+
+    def train_steps(self, out: Path, start: int | None = None, final: int | None = None) -> list[int]:
+        """The rollouts steps whose train rows are on disk, in order; with `start` and
+        `final`, only those of that launch."""
+        steps = [s for s in self.steps(self.rollouts_dir(out)) if self.train_file(out, s).exists()]
+        if start is not None and final is not None:
+            window = self.launch_train_steps(start, final)
+            steps = [s for s in steps if s in window]
+        return steps
+
+    def latest_train_step(self, out: Path, start: int | None = None,
+                          final: int | None = None) -> int | None:
+        steps = self.train_steps(out, start, final)
         return steps[-1] if steps else None
+
+    # provided by each layout
+    def rollouts_dir(self, out: Path) -> Path:
+        raise NotImplementedError
+
+    def train_file(self, out: Path, step: int) -> Path:
+        raise NotImplementedError

@@ -25,17 +25,39 @@ def _double_row_cache(tmp_path_factory):
     yield
 
 
+# `uv` inside a prime-rl checkout, as the final-weights eval calls it (tests/prime_rl_bin/uv)
+PRIME_RL_BIN = ROOT / "tests" / "prime_rl_bin"
+
+
 def driver_env(tmp_path: Path, **extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DRIVER_", "DOUBLE_"))}
+    """A GPU node's shell, with the trainer double standing in for prime-rl's `rl`: two GPUs
+    visible, no W&B credentials."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("DRIVER_", "DOUBLE_", "WANDB_", "CUDA_VISIBLE_DEVICES"))}
     env.update({
         "DRIVER_RL_COMMAND": f"{sys.executable} {DOUBLE}",
         "DRIVER_POLL_INTERVAL": "0.1",
         "DOUBLE_LAUNCH_LOG": str(tmp_path / "launches.jsonl"),
+        "DOUBLE_SERVER_DIR": str(tmp_path / "servers"),
+        "DOUBLE_READY_TIMEOUT_SECONDS": "30",
+        "CUDA_VISIBLE_DEVICES": "0,1",
+        "NETRC": str(tmp_path / "no-netrc"),
         "PYTHONUNBUFFERED": "1",
     })
     if ROW_CACHE is not None:
         env["DOUBLE_ROW_CACHE"] = str(ROW_CACHE)
     env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def current_env(tmp_path: Path, **extra) -> dict:
+    """driver_env for prime-rl's current generation (v0.8.1.dev67): the trainer double's `rl`,
+    and the real final-weights eval (rl_contract/final_eval.py) calling a `uv` double for
+    prime-rl's `inference` and `evals`."""
+    env = driver_env(tmp_path, DRIVER_PRIME_RL_VERSION="0.8.1.dev67", **extra)
+    env.setdefault("DRIVER_EVALS_COMMAND",
+                   f"{sys.executable} -m rl_contract.final_eval --prime-rl-dir {tmp_path}")
+    env["PATH"] = f"{PRIME_RL_BIN}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 

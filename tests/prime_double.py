@@ -6,42 +6,56 @@ tests/prime_bin/prime runs it; a test puts that directory first on PATH.
 The CLI half speaks the same arguments, JSON shapes, messages and exit codes as 0.18.0 for the
 commands the hosted backend uses: `--version`, `whoami`; `train CONFIG` (the DefaultGroup's
 hidden `run`) with -o/--yes/--volume/--volume-size/-e/--env-file/--gpu-type/--image-tag/
---resume-from; `train models|list|get|progress|rollouts|checkpoints|usage|stop`; `env push`,
-`env status`; `volumes ls|get|list`. Its refusals are the CLI's, in the CLI's order: an invalid
--o, a blank --resume-from, a missing or invalid TOML, the shared-LoRA shape (a top-level
-`model = "..."` string or `[[env]]` array), a non-string image_tag/gpu_type/volume/volume_size,
-a --volume-size without a volume, an unsupported secret (only WANDB_API_KEY and HF_TOKEN), then
-the missing API key (`PRIME_API_KEY` or ~/.prime/config.json's api_key), then no --yes on a
-closed stdin ("Aborted.", rc 1). Errors go to stdout as `Error: ...` with rc 1 (volumes ls and
-usage -o json: stderr); a click usage error is rc 2. `--plain` is accepted anywhere.
+--resume-from; `train models|list|get|progress|rollouts|checkpoints|usage|stop|resume` (`resume`
+from 0.16.0); `env push`, `env status`; `volumes ls|get|list`. Its refusals are the CLI's, in the
+CLI's order: an invalid -o, a blank --resume-from, a missing or invalid TOML, the shared-LoRA
+shape, a non-string image_tag/gpu_type/volume/volume_size, a --volume-size without a volume, an
+unsupported secret (only WANDB_API_KEY and HF_TOKEN), the missing API key, then the CLI's local
+schema check (utils/training_schema_worker.py's normalize: its deferred sources, its hosted
+refusals and its `Config validation failed:` text; the extra-key check reads the project's
+snapshot of prime-rl's config classes, which are not on an index), then no --yes on a closed
+stdin ("Aborted.", rc 1). Errors go to stdout as `Error: ...` with rc 1 (volumes ls and usage
+-o json: stderr); a click usage error is rc 2. `--plain` is accepted anywhere. Each behaviour
+cites the 0.18.0 source it copies where it is written.
 
-The platform half is what the CLI leaves to the server, modelled where the driver depends on it:
-- a submission is checked against prime-rl's current config schema (the CLI says the platform
-  validates it), minus `name`, which names the run; `--resume-from` needs a PAUSED run and runs
-  on its volume;
+The platform half is what the CLI leaves to the server, modelled where the driver depends on it,
+with a knob wherever the source leaves a fact open (the tests run each reading):
+- placement: the backend, not the caller, picks reserved capacity (a cluster caching the model)
+  or the on-demand pool (which downloads an uncached model); an on-demand dispatch answers its
+  rate (`onDemand`, `gpuType`, `pricePerGpuHour`, `estimatedCostPerHour`, `isBeta`);
 - a run goes QUEUED -> RUNNING -> COMPLETED (or FAILED, with the trainer's last error line as
   error_message and failure_analysis; or STOPPED by `train stop`; or PAUSED, see below). It
   "trains" by running the trainer double's current generation (tests/trainer_double.py) as a
-  subprocess with output_dir = <volume>/runs/<runId>, so the layout under runs/<runId>/ is
-  prime-rl's; the volume is mounted at /volume (paths in the config starting /volume/ are the
-  volume's); tasksets are installed from the Hub by `owner/name@version` (a pushed env, or a
-  public one under PRIME_DOUBLE_PUBLIC_OWNERS), a bare id fails the run;
+  subprocess whose run directory is on the volume under runs/<runId>/ (PRIME_DOUBLE_LAYOUT);
+  the volume is mounted at /volume (paths in the config starting /volume/ are the volume's);
+- tasksets are installed from the Hub by `owner/name@version` (a pushed env, or a public one
+  under PRIME_DOUBLE_PUBLIC_OWNERS) with the requirements the pushed wheel declared and nothing
+  else: a module the env imports (or loads by id) that neither the image (the standard library,
+  verifiers and what it requires), nor the run's tasksets, nor a declared requirement brings
+  fails the run with ModuleNotFoundError; a bare id fails the run;
 - prime-rl evaluates the weights it starts from at startup (policy v0, step_1): the trainer
   double scores v0 at its base skill, so for a `[model] name` that is a double broadcast (its
   skill in config.json) the platform double writes that eval itself, with the trainer double's
   own write_eval at the weights' skill, and runs the rest with skip_first_step;
 - a run's files show in `volumes ls/get` once it has ended (volumes.py: "A live ... run's
   changes appear once it ends"); `train progress` sees its steps while it runs;
-- `usage` bills tokens: TOKENS_PER_ROLLOUT per rollout trained, at TRAIN_PRICE_PER_MTOK;
+- billing: an on-demand run is billed its dispatch rate from RUNNING to its end, by the second;
+  what `usage` shows is PRIME_DOUBLE_USAGE's reading;
 - `env push` keeps each env's content hashes (the CLI's compute_content_hash) and answers a
   second push of the same content with the CLI's "content hash ... already exists" failure.
 
 Knobs (environment): PRIME_DOUBLE_HOME (required: the platform's state, volumes and Hub);
-PRIME_DOUBLE_VERSION (0.18.0); PRIME_DOUBLE_MODELS (comma list for `train models`);
-PRIME_DOUBLE_USER (alice); PRIME_DOUBLE_QUEUE_S (0.2 s queued); PRIME_DOUBLE_PAUSE=NAME_PART:K
-pauses, at step K, each run whose name contains NAME_PART and that was not itself resumed (a
-checkpoint is saved at K, as `train pause` does); PRIME_DOUBLE_FAIL=NAME_PART:MESSAGE fails
-such a run with that error message before it trains. Every call is logged to HOME/calls.jsonl.
+PRIME_DOUBLE_VERSION (0.18.0); PRIME_DOUBLE_ACCOUNT (both | on_demand | reserved);
+PRIME_DOUBLE_MODELS (comma list of the models reserved clusters cache); PRIME_DOUBLE_PRICE
+(on-demand $/GPU-hour, 3.5); PRIME_DOUBLE_USAGE (tokens | none | gpu_hours: what `train usage`
+bills); PRIME_DOUBLE_LAYOUT (flat | run: where the run directory is inside runs/<runId>/);
+PRIME_DOUBLE_RESUME_FROM (config | checkpoint: how `--resume-from` combines with the config's
+[resume]); PRIME_DOUBLE_USER (alice); PRIME_DOUBLE_QUEUE_S (0.2 s queued);
+PRIME_DOUBLE_PAUSE=NAME_PART:K pauses, at step K, each run whose name contains NAME_PART and that
+was not itself resumed (a checkpoint is saved at K, as `train pause` does);
+PRIME_DOUBLE_FAIL=NAME_PART:MESSAGE fails such a run with that error message before it trains;
+PRIME_DOUBLE_GET_FAIL=NAME_PART makes `train get` of such a run fail (a 5xx) while it runs on.
+Every call is logged to HOME/calls.jsonl.
 """
 from __future__ import annotations
 
@@ -167,9 +181,26 @@ def run_out(rec: dict) -> Path:
     return volume_root(rec["volume_name"]) / "runs" / rec["id"]
 
 
+def layout() -> str:
+    """PRIME_DOUBLE_LAYOUT: where prime-rl's run directory lands inside runs/<runId>/ on the volume,
+    which the CLI's source leaves to the platform ("outputs go under runs/<runId>/",
+    commands/rl.py:1139-1155@0.18.0, api/training.py:665-670@0.18.0): `flat` puts it at
+    runs/<runId>/ itself (checkpoints/step_N/ right under it, as the platform's volume docs list),
+    `run` one level down, at runs/<runId>/run/ (the output dir, then the config's run.name)."""
+    return os.environ.get("PRIME_DOUBLE_LAYOUT", "flat")
+
+
+def run_root(rec: dict) -> Path:
+    """prime-rl's run directory R of a run, on its volume."""
+    return run_out(rec) if layout() == "flat" else run_out(rec) / "run"
+
+
 def rollout_steps(rec: dict) -> list[int]:
+    """The steps whose batch shipped to the trainer (the `effective` cohort is logged at ship
+    time: orchestrator.py:680-684@559b447): a spilled window after the last step, or a batch
+    the zero-advantage filter emptied, trained nothing and is billed nothing."""
     steps = set()
-    for p in run_out(rec).glob("*/rollouts/step_*/train/all/traces.jsonl"):
+    for p in run_root(rec).glob("rollouts/step_*/train/effective/traces.jsonl"):
         steps.add(int(p.parents[2].name.split("_")[1]))
     return sorted(steps)
 
@@ -235,22 +266,62 @@ def cmd_whoami(a) -> None:
     out(f"Logged in as {user()} ({user()}@example.com)")
 
 
+def account() -> str:
+    """PRIME_DOUBLE_ACCOUNT: `both` (reserved clusters caching PRIME_DOUBLE_MODELS, and the
+    on-demand pool), `on_demand` (no reserved allocation: the common account) or `reserved` (an
+    allocation, not enrolled in the on-demand beta)."""
+    return os.environ.get("PRIME_DOUBLE_ACCOUNT", "both")
+
+
+def price_per_gpu_hour() -> float:
+    return float(os.environ.get("PRIME_DOUBLE_PRICE", "3.5"))
+
+
+def reserved_models() -> list[str]:
+    if account() == "on_demand":
+        return []
+    return [n for n in os.environ.get("PRIME_DOUBLE_MODELS",
+                                      "Qwen/Qwen3-4B-Instruct-2507,Qwen/Qwen3-30B-A3B-Instruct-2507").split(",") if n]
+
+
 def cmd_models(a) -> None:
     check_output(a.output)
     require_auth()
-    names = os.environ.get("PRIME_DOUBLE_MODELS",
-                           "Qwen/Qwen3-4B-Instruct-2507,Qwen/Qwen3-30B-A3B-Instruct-2507").split(",")
-    data = {"available_fft_models": [{"name": n, "clusters": [{"cluster_id": "c1", "cluster_name": "double",
-                                                                 "gpu_type": "H200_141GB"}]}
-                                     for n in names if n],
-            "on_demand": [{"gpu_type": "H200_141GB", "price_per_gpu_hour": 3.5, "discount_label": None,
-                           "available_now": True, "is_beta": True}],
-            "on_demand_beta_access": True}
+    # api/training.py:138-152@0.18.0: `models` is reserved capacity (models cached on clusters
+    # the caller has an allocation on), `on_demand` the shared pool keyed by GPU type, which needs
+    # no allocation (api/training.py:110-126); on_demand_beta_access is tri-state (:141-150)
+    data: dict = {"available_fft_models": [{"name": n, "clusters": [{"cluster_id": "c1", "cluster_name": "double",
+                                                                       "gpu_type": "H200_141GB"}]}
+                                           for n in reserved_models()]}
+    on_demand = [] if account() == "reserved" else [
+        {"gpu_type": "H200_141GB", "price_per_gpu_hour": price_per_gpu_hour(), "discount_label": None,
+         "available_now": True, "is_beta": True}]
+    if on_demand:   # commands/rl.py:1342-1344@0.18.0: the key only when the list is not empty
+        data["on_demand"] = on_demand
+    data["on_demand_beta_access"] = account() != "reserved"   # commands/rl.py:1345-1348@0.18.0
     if a.output == "json":
         dump(data)
+    elif not data["available_fft_models"] and not on_demand:
+        out("No models available for Hosted Training.")   # commands/rl.py:1375@0.18.0
     else:
         for m in data["available_fft_models"]:
             out(m["name"])
+        for o in on_demand:
+            out(f"{o['gpu_type']}  ${o['price_per_gpu_hour']:.2f}")
+
+
+def placement(model: str | None) -> dict:
+    """Where the platform places a run (the backend derives it; the caller does not choose:
+    api/training.py:53-60@0.18.0): a reserved cluster caching the model, else the on-demand pool,
+    which downloads an uncached model (api/training.py:113-116@0.18.0). An on-demand run's
+    dispatch answer carries its rate (api/training.py:63-69@0.18.0)."""
+    if model in reserved_models():
+        return {"onDemand": False}
+    if account() == "reserved":
+        return {"refused": f"model {model} is not cached on any cluster you can dispatch to"}
+    gpus = 2
+    return {"onDemand": True, "gpuType": "H200_141GB", "pricePerGpuHour": price_per_gpu_hour(),
+            "estimatedCostPerHour": round(price_per_gpu_hour() * gpus, 6), "isBeta": True}
 
 
 def cmd_list(a) -> None:
@@ -279,6 +350,11 @@ def cmd_get(a) -> None:
     check_output(a.output)
     require_auth()
     rec = _run_or_404(a.run_id)
+    if os.environ.get("PRIME_DOUBLE_GET_FAIL") and os.environ["PRIME_DOUBLE_GET_FAIL"] in (rec.get("name") or ""):
+        # the platform loses the run's status (a 5xx) while it runs on: core/client.py:191@0.18.0
+        # words it, api/rl.py:236-237@0.18.0 passes it on, commands/rl.py:1739-1741@0.18.0 prints
+        # it and exits 1
+        fail("Error: HTTP 503: Service Unavailable")
     if a.output == "json":
         dump({"run": rl_run(rec)})
     else:
@@ -299,7 +375,7 @@ def cmd_rollouts(a) -> None:
     require_auth()
     rec = _run_or_404(a.run_id)
     samples = []
-    for p in run_out(rec).glob(f"*/rollouts/step_{a.step}/train/all/traces.jsonl"):
+    for p in run_root(rec).glob(f"rollouts/step_{a.step}/train/all/traces.jsonl"):
         samples += [json.loads(x) for x in p.read_text().splitlines() if x.strip()]
     total = len(samples)
     chunk = samples[(a.page - 1) * a.num: a.page * a.num]
@@ -312,7 +388,7 @@ def cmd_checkpoints(a) -> None:
     require_auth()
     rec = _run_or_404(a.run_id)
     cks = []
-    for d in sorted(run_out(rec).glob("*/checkpoints/step_*")):
+    for d in sorted(run_root(rec).glob("checkpoints/step_*")):
         step = int(d.name.split("_")[1])
         cks.append({"id": f"ck_{rec['id']}_{step}", "rft_run_id": rec["id"], "step": step,
                     "storage_url": f"volume://{rec['volume_name']}/{d.relative_to(volume_root(rec['volume_name']))}",
@@ -321,28 +397,46 @@ def cmd_checkpoints(a) -> None:
     dump({"checkpoints": cks})
 
 
+def gpu_hour_bill(rec: dict) -> float:
+    """What an on-demand run is billed by the hour: its rate, fixed at dispatch, from when its
+    pods are ready (RUNNING here) to when it ends, prorated to the second (commands/rl.py:
+    1452-1456@0.18.0, 808-811@0.18.0). A reserved run has no rate (commands/rl.py:782-784@0.18.0)."""
+    rate = (rec.get("placement") or {}).get("estimatedCostPerHour")
+    if not rate or not rec.get("started_at"):
+        return 0.0
+    end = rec.get("completed_at") or time.time()
+    return round(float(rate) * max(0.0, end - rec["started_at"]) / 3600, 6)
+
+
 def cmd_usage(a) -> None:
     check_output(a.output)
     if not api_key():
-        fail(NO_KEY, stderr=a.output == "json")
+        fail(NO_KEY, stderr=a.output == "json")   # commands/usage.py:171-176@0.18.0
     rec = load_run(a.run_id)
     if rec is None:
         fail("Error: HTTP 404: Run not found", stderr=a.output == "json")
-    rollouts = rec.get("rollouts_trained", 0)
+    # The usage view is a token view (tokens x a price per million, commands/usage.py:31-38,
+    # 57-65@0.18.0; api/billing.py:10-37@0.18.0). Whether a dedicated run's GPU-hours are in it
+    # the source leaves to the server: PRIME_DOUBLE_USAGE=tokens bills TOKENS_PER_ROLLOUT per
+    # rollout trained, `none` bills no token (the view stays at 0 for a run billed by the hour),
+    # `gpu_hours` puts the GPU-hour bill in total_cost_usd.
+    mode = os.environ.get("PRIME_DOUBLE_USAGE", "tokens")
+    rollouts = rec.get("rollouts_trained", 0) if mode == "tokens" else 0
     tokens = rollouts * TOKENS_PER_ROLLOUT
     cost = cost_of(rollouts)
+    total = gpu_hour_bill(rec) if mode == "gpu_hours" else cost
     data = {"run_id": rec["id"], "run_name": rec.get("name"), "base_model": rl_run(rec)["base_model"],
             "status": rec["status"],
-            "training": {"tokens": tokens, "input_tokens": 0, "output_tokens": 0, "cost_usd": cost},
+            "training": {"tokens": tokens, "input_tokens": 0, "output_tokens": 0, "cost_usd": total},
             "inference": {"tokens": 0, "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0},
-            "total_tokens": tokens, "total_cost_usd": cost,
-            "pricing": {"training_per_mtok": TRAIN_PRICE_PER_MTOK, "inference_input_per_mtok": None,
-                        "inference_output_per_mtok": None},
-            "record_count": len(rollout_steps(rec))}
+            "total_tokens": tokens, "total_cost_usd": total,
+            "pricing": {"training_per_mtok": TRAIN_PRICE_PER_MTOK if mode == "tokens" else None,
+                        "inference_input_per_mtok": None, "inference_output_per_mtok": None},
+            "record_count": len(rollout_steps(rec)) if mode == "tokens" else 0}
     if a.output == "json":
         dump(data)
     else:
-        out(f"Run {rec['id']}: ${cost:.4f}")
+        out(f"Run {rec['id']}: ${total:.4f}")
 
 
 def cmd_stop(a) -> None:
@@ -351,6 +445,8 @@ def cmd_stop(a) -> None:
         out("Are you sure you want to stop run " + a.run_id + "? [y/N]: Aborted.")
         raise Exit(1)
     rec = _run_or_404(a.run_id)
+    # commands/rl.py:1761@0.18.0: PUT /rft/runs/{id}/stop answers the run; its follow-up reads
+    # (:1769-1787) give up quietly when `get` fails, so the answer to the PUT is what is printed
     if rec["status"] not in TERMINAL:
         with Locked():
             rec = load_run(a.run_id)
@@ -365,7 +461,7 @@ def cmd_stop(a) -> None:
                            rollouts_trained=len(rollout_steps(rec)) * int(rl_run(rec)["batch_size"] or 0))
                 save_run(rec)
     rec = load_run(a.run_id)
-    if rec["status"] == "STOPPED":
+    if rec["status"] == "STOPPED":   # commands/rl.py:1798-1806@0.18.0
         out(f"✓ Run {a.run_id} stopped successfully")
         out("Status: STOPPED")
     else:
@@ -403,23 +499,104 @@ def _collect_secrets(env_args: list[str], env_files: list[str]) -> dict:
     return secrets
 
 
-def _validate_on_platform(config: dict) -> list[str]:
-    """The platform validates the prime-rl config (minus `name`) on submission."""
+def local_check(config: dict) -> str | None:
+    """The CLI's local schema check of a dedicated RL config (utils/training_schema_worker.py
+    normalize, :142-190@0.18.0), run by `prime train` before it asks to launch
+    (commands/rl.py:679-699@0.18.0): its message, or None. prime-rl's config classes are not
+    installable here (prime-rl-configs is not on an index), so the extra-key check reads the
+    schema snapshot the project keeps of them; the order, what is deferred and every message are
+    the worker's."""
     sys.path.insert(0, str(HERE.parent))
     from driver.dialects import current_schema
 
-    body = {k: v for k, v in config.items() if k != "name"}
-    problems = [f"config.{k}: Extra inputs are not permitted" for k in current_schema.unknown_keys(body)]
-    for required in ("trainer", "orchestrator"):
-        if required not in body:
-            problems.append(f"config.{required}: Field required")
-    return problems
+    data = json.loads(json.dumps({k: v for k, v in config.items() if k != "name"}))   # rl.py:519-520
+    if data.pop("k8s", None):   # training_schema_worker.py:144-148
+        return ("[k8s] is not supported for hosted runs: Platform manages deployment settings. "
+                "Remove the [k8s] table.")
+    orch = data.get("orchestrator") or {}
+    deferred = {}   # defer_environments (:9-16): the sources need env plugins, checked on submission
+    if isinstance(orch.get("train"), dict) and "source" in orch["train"]:
+        deferred["train_source"] = orch["train"].pop("source")
+    if "eval" in orch:
+        deferred["eval"] = orch.pop("eval")
+    errors = [(k.split(" (")[0], "Extra inputs are not permitted") for k in current_schema.unknown_keys(data)]
+    errors += [(k, "Field required") for k in ("trainer", "orchestrator") if k not in data]   # rl.py:230-232@559b447
+    if errors:   # format_errors (:101-104)
+        return "Config validation failed:\n" + "\n".join(f"{loc}: {msg}" for loc, msg in errors)
+    # reject_unsupported_hosted_settings (:107-127)
+    if data.get("clean"):
+        return "clean = true is unsupported for hosted runs: start a new run instead."
+    deployment = data.get("deployment") or {}
+    inference = data.get("inference")
+    if ((inference or {}).get("deployment") or {}).get("type") == "disaggregated":
+        return 'inference.deployment type = "disaggregated" is unsupported for hosted runs.'
+    single = deployment.get("type", "single_node") == "single_node"   # rl.py:294@559b447
+    if single and (inference is None or deployment.get("num_infer_gpus", 1) == 0) \
+            and ((data.get("trainer") or {}).get("data") or {}).get("fake") is None:
+        return ("Hosted RL runs need inference GPUs: set deployment.num_infer_gpus and an "
+                "[inference] table, or use fake trainer data (trainer.data.fake) for a "
+                "trainer-only run.")
+    if "eval" in deferred:   # check_deferred_settings (:53-98): the eval block minus its sources
+        ev = {k: v for k, v in deferred["eval"].items() if k != "source"}
+        bad = current_schema.unknown_keys({"orchestrator": {"eval": ev}})
+        if bad:
+            return "Config validation failed:\n" + "\n".join(f"{k.split(' (')[0]}: Extra inputs are not permitted"
+                                                             for k in bad)
+    return None
+
+
+def _confirm(prompt: str, yes: bool) -> None:
+    """utils/prompt.py confirm_or_skip: a prompt on stdout; a closed stdin aborts."""
+    if yes:
+        return
+    out(f"{prompt} [Y/n]: ")
+    answer = sys.stdin.readline() if sys.stdin else ""
+    if not answer:
+        out("Aborted.")
+        raise Exit(1)
+    if answer.strip().lower().startswith("n"):
+        out("\nRun cancelled")   # commands/rl.py:740-742@0.18.0
+        raise Exit(0)
+
+
+def _dispatch(rec: dict, output: str) -> None:
+    """Create the run's record, start its worker, print the dispatch answer as
+    commands/rl.py _report_dispatch (:772-816@0.18.0) does."""
+    run_id = rec["id"]
+    save_run(rec)
+    work = home() / "work" / run_id
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / "worker.log", "w") as log:
+        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "_worker", run_id],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                         start_new_session=True)
+    placed = rec["placement"]
+    if output == "json":
+        run_json: dict = {"runId": run_id}
+        if placed.get("onDemand"):   # :783-791: the rate only on the billed path
+            run_json.update({k: placed[k] for k in ("onDemand", "gpuType", "pricePerGpuHour",
+                                                    "estimatedCostPerHour", "isBeta")})
+        dump({"run": run_json})
+        return
+    out(f"Dispatched hosted run {run_id}")
+    if placed.get("onDemand"):   # :797-811
+        out(f"On-demand (beta) {placed['gpuType']} · ${placed['pricePerGpuHour']:.2f}/GPU-hr"
+            f" · ~${placed['estimatedCostPerHour']:.2f}/hr")
+        out("Billing starts when the pods are ready, not now, and stops when the run ends.")
+    out("")
+    out("Monitor run at:")
+    out(f"  https://app.primeintellect.ai/dashboard/training/{run_id}")
+
+
+def _new_id() -> str:
+    n = len(list((home() / "runs").glob("*.json"))) + 1
+    return f"run_{n:04d}{hashlib.sha256(str(time.time()).encode()).hexdigest()[:6]}"
 
 
 def cmd_train_run(a) -> None:
     check_output(a.output)
     if a.resume_from is not None and not a.resume_from.strip():
-        fail("Error: --resume-from needs the ID of a PAUSED run.")
+        fail("Error: --resume-from needs the ID of a PAUSED run.")   # commands/rl.py:1254-1256@0.18.0
     path = Path(a.config_path)
     if not path.exists():
         fail(f"Error: Config file not found: {a.config_path}")
@@ -427,7 +604,7 @@ def cmd_train_run(a) -> None:
         raw = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as e:
         fail(f"Error: Invalid TOML in {a.config_path}: {e}")
-    if isinstance(raw.get("model"), str) or isinstance(raw.get("env"), list):
+    if isinstance(raw.get("model"), str) or isinstance(raw.get("env"), list):   # :1260-1267
         fail(f"Error: {a.config_path} is a shared LoRA training config (a top-level `model = \"...\"` "
              "or `[[env]]`). Shared LoRA training no longer accepts new runs; Hosted Training runs "
              "prime-rl configs on dedicated clusters. See prime-rl's examples/ for starter configs.")
@@ -446,61 +623,61 @@ def cmd_train_run(a) -> None:
     config = {k: v for k, v in raw.items() if k not in CLI_ONLY_KEYS}
     if "type" in raw:
         out(f'Warning: `type = "{raw["type"]}"` in {a.config_path} is no longer used. Remove it from the config.')
-    require_auth()
+    require_auth()   # APIClient() (:663) before the check
+    problem = local_check(config)   # :679-699: the local check, then "Error: <message>", exit 1
+    if problem:
+        fail(f"Error: {problem}")
     if a.output != "json":
-        out("Local validation is unavailable for this run; Platform validates it on submission.")
-    if not a.yes:   # confirm_or_skip: a prompt on stdout; a closed stdin aborts
-        out("Launch this Hosted Training run? [Y/n]: ")
-        answer = sys.stdin.readline() if sys.stdin else ""
-        if not answer:
-            out("Aborted.")
-            raise Exit(1)
-        if answer.strip().lower().startswith("n"):
-            out("\nRun cancelled")
-            raise Exit(0)
+        out("✓ Run config validation succeeded")   # :702-703
+    _confirm("Launch this Hosted Training run?", a.yes)
     with Locked():
-        source = None
         if a.resume_from:
+            # the platform attaches the paused run's volume and checks a given one against it
+            # (commands/rl.py:748-750@0.18.0, api/training.py:702-703@0.18.0); its refusal is an
+            # APIError printed with the tip of :760-766
             source = load_run(a.resume_from)
-            if source is None or source["status"] != "PAUSED":
-                out(f"Error: Run {a.resume_from} is not PAUSED" if source else "Error: HTTP 404: Run not found")
-                out(f"Tip: a run resumes once `prime train get {a.resume_from}` shows PAUSED")
-                raise Exit(1)
-            if volume and volume != source["volume_name"]:
-                out(f"Error: --volume must name the paused run's volume ({source['volume_name']})")
+            if source is None or source["status"] != "PAUSED" or (volume and volume != source["volume_name"]):
+                out("Error: HTTP 404: Run not found" if source is None else
+                    f"Error: HTTP 409: Run {a.resume_from} is not PAUSED" if source["status"] != "PAUSED" else
+                    f"Error: HTTP 400: --volume must name the paused run's volume ({source['volume_name']})")
                 out(f"Tip: a run resumes once `prime train get {a.resume_from}` shows PAUSED")
                 raise Exit(1)
             volume = source["volume_name"]
-        problems = _validate_on_platform(config)
-        if problems:
-            out("Error: Validation failed:")
-            for p in problems:
-                out(f"  - {p}")
-            raise Exit(1)
+        placed = placement(((config.get("model") or {}).get("name")))
+        if placed.get("refused"):
+            fail(f"Error: HTTP 409: {placed['refused']}")   # create_run's APIError, :760-762
         if not volume:
             volume = "_pvc"   # a per-run PVC: its outputs are not readable with `prime volumes`
         elif not volume_root(volume).exists():
+            # _ensure_volume (:819-890): progress on stderr for -o json
             (err if a.output == "json" else out)(f"Volume '{volume}' doesn't exist, creating it ({a.volume_size or '5Ti'})...")
             volume_root(volume).mkdir(parents=True)
-        n = len(list((home() / "runs").glob("*.json"))) + 1
-        run_id = f"run_{n:04d}{hashlib.sha256(str(time.time()).encode()).hexdigest()[:6]}"
-        rec = {"id": run_id, "name": name, "status": "QUEUED", "config": config, "volume_name": volume,
+        rec = {"id": _new_id(), "name": name, "status": "QUEUED", "config": config, "volume_name": volume,
                "created_at": time.time(), "resume_from": a.resume_from, "secrets": sorted(secrets),
-               "config_path": str(path.resolve())}
-        save_run(rec)
-    work = home() / "work" / run_id
-    work.mkdir(parents=True, exist_ok=True)
-    with open(work / "worker.log", "w") as log:
-        subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "_worker", run_id],
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    if a.output == "json":
-        dump({"run": {"runId": run_id}})
-    else:
-        out(f"Dispatched hosted run {run_id}")
-        out("")
-        out("Monitor run at:")
-        out(f"  https://app.primeintellect.ai/dashboard/training/{run_id}")
+               "config_path": str(path.resolve()), "placement": placed}
+        _dispatch(rec, a.output)
+
+
+def cmd_train_resume(a) -> None:
+    """`prime train resume RUN` (commands/rl.py:1841-1909@0.18.0; absent before 0.16.0): a new
+    run continuing a PAUSED one from its checkpoint, with the paused run's config, volume, image
+    and GPU type (:1872); secrets passed again. POST /training/runs/{id}/resume
+    (api/training.py:306-314@0.18.0)."""
+    check_output(a.output)
+    secrets = _collect_secrets(a.env_var or [], a.env_file or [])
+    require_auth()
+    _confirm(f"Resume run {a.run_id} as a new Hosted Training run?", a.yes)
+    with Locked():
+        source = load_run(a.run_id)
+        if source is None:
+            fail("Error: HTTP 404: Run not found")   # :1905-1907
+        if source["status"] != "PAUSED":
+            fail(f"Error: HTTP 409: Run {a.run_id} is not PAUSED")
+        rec = {"id": _new_id(), "name": source.get("name"), "status": "QUEUED", "config": source["config"],
+               "volume_name": source["volume_name"], "created_at": time.time(),
+               "resume_from": a.run_id, "resumed_by": "resume", "secrets": sorted(secrets),
+               "config_path": source.get("config_path"), "placement": source["placement"]}
+        _dispatch(rec, a.output)
 
 
 # ---- env ----------------------------------------------------------------------------------
@@ -534,6 +711,11 @@ def content_hash(env_path: Path) -> str:
 
 def hub_record(owner: str, name: str) -> Path:
     return home() / "hub" / owner / f"{name}.json"
+
+
+def hub_files(owner: str, name: str, version: str) -> Path:
+    """A pushed version's wheel content (its package's files), as the Hub keeps it."""
+    return home() / "hub" / owner / f"{name}@{version}"
 
 
 def cmd_env_push(a) -> None:
@@ -584,7 +766,17 @@ def cmd_env_push(a) -> None:
             f"({'from --runtime' if a.runtime else 'from the verifiers requirement'})")
         rec["versions"].append({"semantic_version": version, "content_hash": digest,
                                 "created_at": datetime.now(timezone.utc).isoformat(), "runtime": runtime,
-                                "dependencies": project.get("dependencies", [])})
+                                "dependencies": project.get("dependencies", []),
+                                # commands/env.py:1112-1113@0.18.0: the wheel's Requires-Dist,
+                                # which hatchling writes from a static [project] dependencies
+                                "requires_dist": list(project.get("dependencies", []))})
+        files = hub_files(owner, env_name, version)
+        shutil.rmtree(files, ignore_errors=True)
+        for src in env_path.rglob("*.py"):   # the wheel's modules
+            rel = src.relative_to(env_path)
+            if not any(part.startswith(".") or part in ("dist", "build", "__pycache__") for part in rel.parts):
+                (files / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, files / rel)
         if a.visibility:
             rec["visibility"] = a.visibility.upper()
         rec_path.parent.mkdir(parents=True, exist_ok=True)
@@ -740,19 +932,107 @@ def _mounted(value: str, volume: str) -> str:
     return str(volume_root(volume) / value.removeprefix("/volume/")) if value.startswith("/volume/") else value
 
 
-def _installable(tid: str) -> str | None:
-    """Why the platform could not install taskset `tid` from the Hub, or None."""
+def _hub_id(tid: str) -> tuple[str, str, str] | None:
     if "/" not in tid:
-        return f"taskset {tid!r} is not an Environments Hub id (owner/name[@version])"
+        return None
     owner, rest = tid.split("/", 1)
     name, _, version = rest.partition("@")
-    if owner in os.environ.get("PRIME_DOUBLE_PUBLIC_OWNERS", "primeintellect").split(","):
-        return None
-    p = hub_record(owner, name)
-    if not p.exists():
-        return f"environment {owner}/{name} not found on the Environments Hub"
-    if version and not any(v["semantic_version"] == version for v in json.loads(p.read_text())["versions"]):
-        return f"environment {owner}/{name} has no version {version}"
+    return owner, name, version
+
+
+def _public(owner: str) -> bool:
+    return owner in os.environ.get("PRIME_DOUBLE_PUBLIC_OWNERS", "primeintellect").split(",")
+
+
+def _module_of(dist: str) -> str:
+    return re.sub(r"[-_.]+", "_", dist).lower()
+
+
+def _image_modules() -> set[str]:
+    """What the run's image brings: the standard library, verifiers and everything it requires
+    (prime-rl installs its envs beside them)."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: set[str] = set()
+    todo = ["verifiers"]
+    while todo:
+        name = _module_of(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            reqs = metadata.requires(name) or []
+        except metadata.PackageNotFoundError:
+            continue
+        todo += [Requirement(r).name for r in reqs if "extra ==" not in r]
+    mods = set(sys.stdlib_module_names) | seen
+    for mod, dists in metadata.packages_distributions().items():
+        if any(_module_of(d) in seen for d in dists):
+            mods.add(mod)
+    return mods
+
+
+def _imports(src: Path) -> set[str]:
+    """The top-level modules a package's files import when it loads: its import statements, and
+    the env ids its module-level code hands to verifiers' loaders (a generated env loads the hub
+    env it mirrors by id: taskset_class(ID), load_environment(ID)), which import that module."""
+    import ast
+
+    found: set[str] = set()
+    for f in src.rglob("*.py"):
+        tree = ast.parse(f.read_text())
+        consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                  and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
+                  for t in n.targets if isinstance(t, ast.Name)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module.split(".")[0])
+            elif isinstance(node, ast.Call) and node.args:
+                fn = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                arg = node.args[0]
+                value = arg.value if isinstance(arg, ast.Constant) else consts.get(getattr(arg, "id", ""))
+                if fn in ("taskset_class", "taskset_config_type", "load_environment") and isinstance(value, str):
+                    found.add(_module_of(value.split("/")[-1].split("@")[0]))
+    return found
+
+
+def install_problem(sources: list[dict]) -> str | None:
+    """Why the platform could not install and load a run's tasksets, or None. Each taskset is
+    installed from the Environments Hub by its id, with the requirements its wheel declared
+    (`env push` sends the wheel's Requires-Dist as the env's dependencies: commands/env.py:
+    1112-1113, 1141@0.18.0) and nothing else; then prime-rl imports it. A module it imports
+    that neither the image, nor it, nor a declared requirement brings fails the run as the
+    import does."""
+    tids = [str(((s.get("env") or {}).get("taskset") or {}).get("id")) for s in sources]
+    provided: set[str] = set()
+    pushed: list[tuple[str, Path]] = []
+    for tid in tids:
+        parts = _hub_id(tid)
+        if parts is None:
+            return f"taskset {tid!r} is not an Environments Hub id (owner/name[@version])"
+        owner, name, version = parts
+        provided.add(_module_of(name))
+        if _public(owner):
+            continue
+        p = hub_record(owner, name)
+        if not p.exists():
+            return f"environment {owner}/{name} not found on the Environments Hub"
+        versions = [v for v in json.loads(p.read_text())["versions"] if not version or v["semantic_version"] == version]
+        if not versions:
+            return f"environment {owner}/{name} has no version {version}"
+        from packaging.requirements import Requirement
+
+        provided |= {_module_of(Requirement(r).name) for r in versions[-1].get("requires_dist") or []}
+        pushed.append((name, hub_files(owner, name, versions[-1]["semantic_version"])))
+    image = _image_modules()
+    for name, src in pushed:
+        for mod in sorted(_imports(src)):
+            if mod not in image and mod not in provided:
+                return f"ModuleNotFoundError: No module named '{mod}' (loading taskset {name})"
     return None
 
 
@@ -765,23 +1045,30 @@ def worker(run_id: str) -> int:
     cfg = json.loads(json.dumps(rec["config"]))
     volume = rec["volume_name"]
     cfg.pop("name", None)
-    cfg["output_dir"] = str(run_out(rec))
-    run_out(rec).mkdir(parents=True, exist_ok=True)
+    R = run_root(rec)
+    cfg["output_dir"], cfg.setdefault("run", {})["name"] = str(R.parent), R.name
+    R.mkdir(parents=True, exist_ok=True)
     if (cfg.get("resume") or {}).get("dir"):
         cfg["resume"]["dir"] = _mounted(cfg["resume"]["dir"], volume)
     model = (cfg.get("model") or {}).get("name")
     if isinstance(model, str) and model.startswith("/volume/"):
         cfg["model"]["name"] = _mounted(model, volume)
-    if rec.get("resume_from"):   # continue the paused run from its checkpoint
+    if rec.get("resume_from"):
         src = load_run(rec["resume_from"])
-        ckpts = sorted(run_out(src).glob("*/checkpoints/step_*"), key=lambda p: int(p.name.split("_")[1]))
-        cfg["resume"] = {"dir": str(ckpts[-1])}
+        ckpts = sorted(run_root(src).glob("checkpoints/step_*"), key=lambda p: int(p.name.split("_")[1]))
+        # `prime train resume` continues the paused run from its checkpoint with its stored
+        # config (commands/rl.py:1868-1872@0.18.0). How the platform combines `--resume-from`
+        # with the submitted config's own [resume] the source leaves open (api/training.py:
+        # 702-703@0.18.0: "a PAUSED run to continue from"): PRIME_DOUBLE_RESUME_FROM=checkpoint
+        # continues from the paused run's last checkpoint whatever the config says, `config`
+        # runs the submitted config as it is (its [resume], or none) on the paused run's volume.
+        if rec.get("resumed_by") == "resume" or os.environ.get("PRIME_DOUBLE_RESUME_FROM", "config") == "checkpoint":
+            cfg["resume"] = {"dir": str(ckpts[-1])}
     failing = _knob("PRIME_DOUBLE_FAIL", rec.get("name"))
-    problems = [p for s in ((cfg.get("orchestrator") or {}).get("train") or {}).get("source", []) +
-                ((cfg.get("orchestrator") or {}).get("eval") or {}).get("source", [])
-                if (p := _installable(str(((s.get("env") or {}).get("taskset") or {}).get("id"))))]
-    if failing or problems:
-        msg = failing or problems[0]
+    orch = cfg.get("orchestrator") or {}
+    problem = install_problem((orch.get("train") or {}).get("source", []) + (orch.get("eval") or {}).get("source", []))
+    if failing or problem:
+        msg = failing or problem
         update_run(run_id, status="FAILED", completed_at=time.time(), error_message=msg,
                    failure_analysis={"rootCause": msg, "evidence": [msg], "confidence": 0.9},
                    rollouts_trained=0)
@@ -800,8 +1087,11 @@ def worker(run_id: str) -> int:
             ev["skip_first_step"] = True
     work = home() / "work" / run_id
     (work / "rl.toml").write_text(tomli_w.dumps(cfg))
+    env = dict(os.environ)
+    if os.environ.get("PRIME_DOUBLE_GET_FAIL") and os.environ["PRIME_DOUBLE_GET_FAIL"] in (rec.get("name") or ""):
+        env["DOUBLE_HANG_AT_STEP"] = "1"   # a lost run runs on (and bills) until it is stopped
     with open(work / "trainer.log", "w") as log:
-        rc = subprocess.run([sys.executable, str(TRAINER_DOUBLE), "@", str(work / "rl.toml")],
+        rc = subprocess.run([sys.executable, str(TRAINER_DOUBLE), "@", str(work / "rl.toml")], env=env,
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT).returncode
     batch = int((cfg.get("orchestrator") or {}).get("batch_size", 128))
     start = int(Path(cfg["resume"]["dir"]).name.split("_")[1]) if (cfg.get("resume") or {}).get("dir") else 0
@@ -810,20 +1100,20 @@ def worker(run_id: str) -> int:
         sys.path.insert(0, str(HERE))
         from trainer_double_current import write_eval
 
-        write_eval(run_out(rec) / "run" / "rollouts" / "step_1" / "eval" / "all" / "traces.jsonl",
+        write_eval(R / "rollouts" / "step_1" / "eval" / "all" / "traces.jsonl",
                    ev["source"], int(ev.get("num_examples", -1)), float(base_eval), step=1)
     if load_run(run_id)["status"] in TERMINAL:   # stopped meanwhile
         return 0
+    done = {"completed_at": time.time(), "rollouts_trained": trained, "start_step": start}
     if rc != 0:
         lines = [x for x in (work / "trainer.log").read_text(errors="replace").splitlines() if x.strip()]
         msg = lines[-1] if lines else f"trainer exited {rc}"
-        update_run(run_id, status="FAILED", completed_at=time.time(), error_message=msg,
-                   failure_analysis={"rootCause": msg, "evidence": lines[-3:], "confidence": 0.9},
-                   rollouts_trained=trained)
+        update_run(run_id, status="FAILED", error_message=msg,
+                   failure_analysis={"rootCause": msg, "evidence": lines[-3:], "confidence": 0.9}, **done)
     elif pause and not rec.get("resume_from") and int(pause) < full_steps:
-        update_run(run_id, status="PAUSED", completed_at=time.time(), rollouts_trained=trained)
+        update_run(run_id, status="PAUSED", **done)
     else:
-        update_run(run_id, status="COMPLETED", completed_at=time.time(), rollouts_trained=trained)
+        update_run(run_id, status="COMPLETED", **done)
     return 0
 
 
@@ -885,6 +1175,15 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("run_id")
     st.add_argument("-f", "--force", action="store_true")
     st.set_defaults(fn=cmd_stop)
+    rs = train.add_parser("resume")
+    rs.add_argument("run_id")
+    rs.add_argument("-e", "--env-var", action="append")
+    rs.add_argument("--env-file", action="append")
+    rs.add_argument("--gpu-type")
+    rs.add_argument("--image-tag")
+    rs.add_argument("-o", "--output", default="table")
+    rs.add_argument("-y", "--yes", action="store_true")
+    rs.set_defaults(fn=cmd_train_resume)
     run = train.add_parser("run")
     run.add_argument("config_path")
     run.add_argument("-e", "--env-var", action="append")
@@ -936,6 +1235,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
 def main(argv: list[str]) -> int:
     argv = [a for a in argv if a != "--plain"]
     if argv[:1] == ["_worker"]:
@@ -947,7 +1250,10 @@ def main(argv: list[str]) -> int:
         if argv[:1] in (["--version"], ["-v"]):
             out(f"Prime CLI version: {os.environ.get('PRIME_DOUBLE_VERSION', '0.18.0')}")
             return 0
-        if argv[:1] == ["train"] and (len(argv) < 2 or argv[1] not in TRAIN_SUBCOMMANDS):
+        subcommands = set(TRAIN_SUBCOMMANDS)
+        if _version_tuple(os.environ.get("PRIME_DOUBLE_VERSION", "0.18.0")) < (0, 16, 0):
+            subcommands.discard("resume")   # `train resume` arrived in 0.16.0 (commands/rl.py:1667@0.16.0; none in 0.15.0)
+        if argv[:1] == ["train"] and (len(argv) < 2 or argv[1] not in subcommands):
             argv = ["train", "run", *argv[1:]]   # the DefaultGroup's hidden `run`
         a = parser().parse_args(argv)
         if not getattr(a, "fn", None):

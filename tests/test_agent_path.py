@@ -172,6 +172,8 @@ def teacher_from_brief(brief_path: Path, env: dict) -> dict:
     }
     if b["iteration"] == 1:   # section (4): this iteration trains with its own hyperparameters
         assert "`hparams.json`" in b["text"] and "`lr`: learning rate, in (0, 0.01]" in b["text"]
+        # what the teacher is told it changes: training (and the probe), never an eval
+        assert "it never changes an eval" in b["text"]
         files["hparams.json"] = json.dumps({"lr": 3e-5, "max_completion_tokens": 160, "temperature": 0.7})
     for name, body in files.items():
         (b["iter_dir"] / name).write_text(body)
@@ -221,8 +223,9 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
     assert cfg["orchestrator"]["train"]["sampling"] == {"max_completion_tokens": 160, "temperature": 0.7}
     assert cfg["orchestrator"]["eval"]["sampling"]["max_completion_tokens"] == run_limit != 160
     best = json.loads((rd / "best_iter.json").read_text())["best_iter"]
-    for other in ("iter_2/rl.toml", "iter_0/base_rl.toml", "run_a_best_from_iter0/rl.toml"):
-        carries = other.startswith("run_a") and best == 1
+    for other in ("iter_2/rl.toml", "iter_0/base_rl.toml", "run_a_best_from_iter0/rl.toml",
+                  "run_c_untargeted_from_iter0/rl.toml"):
+        carries = other.startswith(("run_a", "run_c")) and best == 1   # controls train as the best
         text = (rd / other).read_text()
         assert ("3e-05" in text) == carries and ("= 160" in text) == carries, other
     assert m["iters"][1]["hparams"] == {"lr": 3e-5, "max_completion_tokens": 160, "temperature": 0.7}

@@ -17,7 +17,7 @@ from rl_contract.composition import compose
 from rl_contract.current import RUN_NAME, eval_view, episode_reward, train_row
 
 KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=256, rollouts_per_example=16, steps_per_run=30,
-              eval_examples=150, lr=3e-6, max_completion_tokens=512, temperature=0.7)
+              eval_examples=150, lr=3e-6, max_completion_tokens=512, temperature=0.7, wandb="on")
 EVAL_KNOBS = KNOBS.model_copy(update={"max_completion_tokens": 256})   # the eval's own limit
 HUB = {"env_id": "stock-arithmetic", "env_args": {"seed": 0}, "eval_size": 200,
        "train_args": {"split": "train"}, "eval_args": {"split": "test"},
@@ -88,17 +88,22 @@ def test_run_b_has_two_named_sources_with_ratios():
     assert cfg["max_steps"] == 30 and "resume" not in cfg
 
 
-def test_the_final_weights_eval_config_names_both_splits_and_the_weights(tmp_path):
-    w = tmp_path / "run" / "broadcasts" / "step_60"
-    cfg = tomllib.loads(D.render_final_eval(HUB, EVAL_KNOBS, w, tmp_path / "fe"))
+def test_the_final_weights_eval_config_loads_the_broadcast_into_the_served_base_model(tmp_path):
+    """A broadcast holds weight shards only: evals' online mode serves the base model (by its
+    name, as in training) and loads the arm's final broadcast into it, at the retrigger."""
+    b = tmp_path / "run" / "broadcasts"
+    cfg = tomllib.loads(D.render_final_eval(HUB, EVAL_KNOBS, b, 60, tmp_path / "fe"))
     assert current_schema.unknown_keys(cfg, current_schema.EVALS_SCHEMA) == []
-    assert cfg["model"] == str(w) and cfg["output_dir"] == str(tmp_path / "fe")
+    assert cfg["model"] == "Qwen/Qwen3-0.6B" and cfg["output_dir"] == str(tmp_path / "fe")
+    assert cfg["online"] == {"broadcasts_dir": str(b), "max_steps": 60, "resume_step": 60}
+    assert cfg["eval"]["retrigger_on_resume"] is True
     assert cfg["eval"]["sampling"] == {"temperature": 0.0, "max_completion_tokens": 256}
     assert [(s["name"], s["num_examples"], s["group_size"], _taskset(s)) for s in cfg["eval"]["source"]] == [
         ("hub-eval", 150, 1, {"id": "stock-arithmetic", "seed": 0, "split": "test"}),
         ("hub-selection", 150, 1, {"id": "stock-arithmetic", "split": "validation"})]
     assert all(s["env"]["agent"] == NULL_AGENT for s in cfg["eval"]["source"])
-    assert D.eval_file(tmp_path, 60) == tmp_path / "final_eval" / "step_60" / "rollouts" / "step_0" / "eval" / "all" / "traces.jsonl"
+    # online evals file the episodes under the policy's step
+    assert D.eval_file(tmp_path, 60) == tmp_path / "final_eval" / "step_60" / "rollouts" / "step_60" / "eval" / "all" / "traces.jsonl"
 
 
 def _good() -> dict:
@@ -184,12 +189,13 @@ def test_reward_is_the_weighted_sum_of_scores_and_eval_rows_keep_numbers_only():
                   metrics={"population_ID50": 1.0, "lenient_correct": 1.0})
     assert episode_reward(ep) == pytest.approx(1.1)
     view = eval_view(ep)
-    assert view == {"example_id": "test:7", "env_name": "hub-eval", "reward": pytest.approx(1.1),
+    assert view == {"example_id": "test:7", "env_name": "hub-eval", "errored": False, "reward": pytest.approx(1.1),
                     "metrics": {"population_ID50": 1.0, "lenient_correct": 1.0, "correct": 1.0,
                                 "style": 0.5}}
     assert "the eval prompt" not in json.dumps(view) and "42" not in json.dumps(view)
     failed = eval_view(_episode("test:8", {"correct": (1.0, 1.0)}, ok=False))
-    assert failed["reward"] == 0.0 and failed["metrics"] == {"correct": 0.0}   # an errored episode fails
+    # an errored episode is marked as such (counted apart from wrong answers), its numbers 0
+    assert failed["errored"] is True and failed["reward"] == 0.0 and failed["metrics"] == {"correct": 0.0}
 
 
 def test_train_rows_read_as_the_flat_rows_the_teacher_sees():

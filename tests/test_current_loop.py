@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOUBLE, FAST, driver, driver_env, launches, run_dir_from
+from conftest import FAST, current_env, driver, driver_env, launches, run_dir_from
 from driver.dialects import get
 
-ARGS = ["run", "--max-iters", "2", "--seed", "7", *FAST, "--eval-examples", "120"]
-ARMS = ["iter_0", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
+ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120"]
+ARMS = ["iter_0", "iter_1", "iter_2", "run_a_best_from_iter0", "run_b_combined_from_base",
         "run_c_untargeted_from_iter0"]
+# one eval episode of every eval launch errors (an env-server or model error): counted apart
+ERRORED = {"DOUBLE_ERRORED_EVAL_ROWS": "3"}
 # the classic kill-anywhere test covers every phase; these are the points the current dialect
 # changes: around both launches of an arm (its trainer, then its final-weights eval)
 KILL_POINTS = [
@@ -31,9 +33,6 @@ KILL_POINTS = [
 ]
 
 
-def current_env(tmp_path: Path, **extra) -> dict:
-    return driver_env(tmp_path, DRIVER_PRIME_RL_VERSION="0.8.1.dev67",
-                      DRIVER_EVALS_COMMAND=f"{sys.executable} {DOUBLE} --evals", **extra)
 
 
 def outcome(run_dir: Path):
@@ -50,7 +49,7 @@ def outcome(run_dir: Path):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cur")
-    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], current_env(tmp))
+    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], current_env(tmp, **ERRORED))
     assert r.returncode == 0, r.stderr[-4000:]
     return tmp, run_dir_from(r.stdout), r
 
@@ -67,15 +66,18 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     assert [f["name"] for f in hub["rubric_funcs"] if f["weight"] > 0] == ["correct_final_stock"]
     metrics, best, status, summary = outcome(run_dir)
     assert status == "max_iters_reached"
-    assert [m["iter"] for m in metrics["iters"]] == [0, 1]
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
     assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
-    assert all(m["n_eval"] == 120 and m["n_selection"] == 120 for m in metrics["iters"])
-    assert all(c["n_eval"] == 200 and c["n_selection"] == 200 for c in metrics["controls"])
+    # the errored episode is counted apart, never as a wrong answer
+    assert all((m["n_eval"], m["n_errored"], m["n_selection"]) == (119, 1, 120) for m in metrics["iters"])
+    assert all((c["n_eval"], c["n_errored"], c["n_selection"]) == (199, 1, 200) for c in metrics["controls"])
+    assert "Errored eval episodes (a model or env-server error" in summary
+    assert "Each arm's eval measures the arm's final weights v(max_steps) alone" in summary
     assert best["chosen_on"] == "selection" and "<- BEST_ITER" in summary
     # each arm: one training launch and one final-weights eval launch, never more; iter_1
     # also its gradient probe's one-step launch
     outs = Counter(Path(l["output_dir"]).relative_to(run_dir).parts[0] for l in launches(tmp))
-    assert outs == {**{arm: 2 for arm in ARMS}, "iter_1": 3}, outs
+    assert outs == {**{arm: 2 for arm in ARMS}, "iter_1": 3, "iter_2": 3}, outs
     dialect = get("current")
     for arm in ARMS:
         d = run_dir / arm
@@ -84,11 +86,20 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
             assert dialect.check_effective(cfg, complete=False) is cfg
         ev = tomllib.loads((d / "evals.toml").read_text())
         final = json.loads((d / "eval_summary.json").read_text())["final_step"]
-        assert ev["model"] == str(dialect.weights_dir(d / "prime_out", final))
-        assert (Path(ev["model"]) / "STABLE").exists()
+        # the final weights are a weights-only broadcast, loaded into the served base model
+        weights = dialect.weights_dir(d / "prime_out", final)
+        assert ev["model"] == "Qwen/Qwen3-0.6B" and (weights / "STABLE").exists()
+        assert ev["online"] == {"broadcasts_dir": str(weights.parent), "max_steps": final,
+                                "resume_step": final}
+        assert not (weights / "config.json").exists()
+        # the train reward covers each of the arm's steps, never the spilled window after them
+        steps = json.loads((d / "eval_summary.json").read_text())["train_reward_by_step"]
+        start = 0 if arm in ("iter_0", "run_b_combined_from_base") else 3
+        assert sorted(map(int, steps)) == list(range(start + 1, final + 1))
+        assert (dialect.rollouts_dir(d / "prime_out") / f"step_{final + 1}").exists()
     # iterations and runs A and C fork iter_0's checkpoint in place: nothing is copied
     anchor = run_dir / "iter_0" / "prime_out" / "run" / "checkpoints" / "step_3"
-    for arm in ("iter_1", "run_a_best_from_iter0", "run_c_untargeted_from_iter0"):
+    for arm in ("iter_1", "iter_2", "run_a_best_from_iter0", "run_c_untargeted_from_iter0"):
         cfg = tomllib.loads((run_dir / arm / "rl.toml").read_text())
         assert cfg["resume"] == {"dir": str(anchor)} and cfg["max_steps"] == 6
         assert [s["name"] for s in cfg["orchestrator"]["train"]["source"]] == ["train"]
@@ -113,17 +124,17 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
 def test_sigkill_anywhere_on_the_current_dialect_then_resume_gives_the_same_result(reference, tmp_path):
     _, ref_dir, _ = reference
     r = driver([*ARGS, "--runs-dir", str(tmp_path / "runs")],
-               current_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0]))
+               current_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0], **ERRORED))
     assert r.returncode == -signal.SIGKILL, r.stderr
     run_dir = run_dir_from(r.stdout)
     for point in KILL_POINTS[1:]:
-        r = driver(["resume", str(run_dir)], current_env(tmp_path, DRIVER_FAULT_KILL_AT=point))
+        r = driver(["resume", str(run_dir)], current_env(tmp_path, DRIVER_FAULT_KILL_AT=point, **ERRORED))
         assert r.returncode == -signal.SIGKILL, f"never reached {point}: {r.stderr[-2000:]}"
-    r = driver(["resume", str(run_dir)], current_env(tmp_path))
+    r = driver(["resume", str(run_dir)], current_env(tmp_path, **ERRORED))
     assert r.returncode == 0, r.stderr[-3000:]
     assert outcome(run_dir) == outcome(ref_dir)
     outs = Counter(Path(l["output_dir"]).relative_to(run_dir).parts[0] for l in launches(tmp_path))
-    assert outs == {**{arm: 2 for arm in ARMS}, "iter_1": 3}, outs
+    assert outs == {**{arm: 2 for arm in ARMS}, "iter_1": 3, "iter_2": 3}, outs
 
 
 def test_a_stand_in_for_the_current_generation_needs_the_evals_stand_in_too(tmp_path, runs):
@@ -183,3 +194,39 @@ def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_m
     v = driver(["validate", str(rd / "iter_1" / "dataset.jsonl"), "--weakness",
                 str(rd / "iter_1" / "weakness.json")], env)
     assert v.returncode == 0 and "reasoning earns full reward" in v.stdout, v.stdout + v.stderr[-2000:]
+
+
+def _hf_cache(root: Path, model: str) -> dict:
+    """A Hugging Face cache holding `model`'s config and tokenizer, as a training node's does
+    after the launcher downloaded it (here: the built-in student's files under that name)."""
+    import shutil
+
+    src = next((Path(__file__).resolve().parents[1] / "embedded_trainer" / "prebuilt").glob("tiny-char-qwen2-*"))
+    rev = "0" * 40
+    repo = root / "hub" / f"models--{model.replace('/', '--')}"
+    snap = repo / "snapshots" / rev
+    snap.mkdir(parents=True)
+    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                 "chat_template.jinja"):
+        shutil.copy(src / name, snap / name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    return {"HF_HOME": str(root), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def test_the_recommended_weights_export_as_a_model_directory_from_pretrained_loads(reference, tmp_path):
+    """A current arm's final weights are a broadcast of shards only: export-model saves the base
+    model's config, generation config and tokenizer beside a copy of them."""
+    from rl_contract.classic import hf_weight_files
+
+    tmp, run_dir, _ = reference
+    env = {**current_env(tmp), **_hf_cache(tmp_path / "hf", "Qwen/Qwen3-0.6B")}
+    dest = tmp_path / "model"
+    r = driver(["export-model", str(run_dir), "--to", str(dest), "--json"], env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout)
+    assert out["added_from_base_model"] == ["config", "tokenizer", "generation_config"]
+    assert hf_weight_files(dest) == [] and not (dest / "STABLE").exists()
+    assert (dest / "model.safetensors").read_bytes() == (Path(out["weights"]) / "model.safetensors").read_bytes()
+    r = driver(["export-model", str(run_dir), "--to", str(dest)], env)
+    assert r.returncode == 2 and "exists" in r.stderr

@@ -364,8 +364,9 @@ def test_layout_row_fields_learning_signal_and_split_hygiene(tmp_path):
     # evals at step 0 (base model), at the interval and at the end
     assert sorted(p.name for p in rd.iterdir() if (p / "eval_rollouts.jsonl").exists()) == \
         ["step_0", "step_2", "step_4"]
-    train = [row for s in range(1, 5) for row in rows(rd / f"step_{s}" / "train_rollouts.jsonl")]
-    assert len(train) == 4 * 32
+    # the batch of step s filed under step_{s-1}, as classic prime-rl files it: steps 1-4 in 0-3
+    train = [row for s in range(0, 4) for row in rows(rd / f"step_{s}" / "train_rollouts.jsonl")]
+    assert len(train) == 4 * 32 and not (rd / "step_4" / "train_rollouts.jsonl").exists()
     required = {"example_id", "prompt", "completion", "reward", "metrics", "is_completed",
                 "is_truncated", "answer", "info", "advantage", "env_name", "timing"}
     assert all(required <= set(row) for row in train)
@@ -414,7 +415,7 @@ def test_interrupted_and_resumed_equals_continuous(tmp_path, kl, flags):
     assert all(torch.equal(sa[i][k], sb[i][k]) for i in sa for k in sa[i])
     assert ("momentum" in a["optimizer"]["param_groups"][0]) == bool(flags)   # SGD when asked
     rd = "run_default/rollouts"
-    for s in (3, 4):  # the same rollouts consumed, sampled identically (refill draws included)
+    for s in (2, 3):  # steps 3-4's batches: the same rollouts, sampled identically (refills too)
         ra = rows(cont / rd / f"step_{s}" / "train_rollouts.jsonl")
         rb = rows(part / rd / f"step_{s}" / "train_rollouts.jsonl")
         assert [x["example_id"] for x in ra] == [x["example_id"] for x in rb]
@@ -433,7 +434,7 @@ def check_filtered_batches(rollouts: Path, steps: int, prompts: int) -> None:
     group left out had none (or came after the batch was full) and says so, with advantage 0;
     and some step sampled a refill draw."""
     refilled = 0
-    for s in range(1, steps + 1):
+    for s in range(0, steps):   # the batches of steps 1..steps (filed one dir below)
         got = rows(rollouts / f"step_{s}" / "train_rollouts.jsonl")
         groups = [got[i:i + 4] for i in range(0, len(got), 4)]   # written a group at a time
         assert all(len({(x["example_id"], x["is_filtered"]) for x in g}) == 1 for g in groups)

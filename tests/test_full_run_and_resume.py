@@ -198,7 +198,9 @@ def test_the_summary_table_has_a_row_per_arm_with_its_rows_and_n(reference):
     assert re.search(r"run_a \(best @iter0\)\s+\d+\s+200 ", summary)
     for arm, entry in arms(metrics):
         label = LABELS.get(arm, arm)
-        assert re.search(rf"^{re.escape(label)}\s+{entry['rows']}\s+{entry['n_eval']}\s",
+        # run_b trains on the hub's rows beside the generated ones: the column shows both
+        rows = rf"\d+\+{entry['rows']}" if arm == "run_b" else str(entry['rows'])
+        assert re.search(rf"^{re.escape(label)}\s+{rows}\s+{entry['n_eval']}\s",
                          summary, re.MULTILINE), arm
 
 
@@ -328,6 +330,27 @@ def test_the_probe_runs_as_a_one_step_launch_of_the_trainer_and_reports_its_live
         assert "skipped" not in probe and probe["passed"]
         assert (f"[iter_{n}] probe: live fraction {probe['live_fraction']:.2f} on "
                 f"{probe['prompts']} prompts x {probe['k']}\n") in r.stderr, n
+
+
+def test_every_arm_trains_each_of_its_steps_as_classic_prime_rl_files_them(reference):
+    """prime-rl (classic) files the batch of trainer step s under rollouts/step_{s-1}: an arm
+    resumed at F writes train rows to step_F .. step_{M-1} and its final eval alone to step_M.
+    Every arm's train reward covers each of its steps, and nothing else."""
+    from driver.dialects import get
+
+    _, run_dir, _ = reference
+    d = get("classic")
+    state = json.loads((run_dir / "run.json").read_text())
+    f = state["iter_0_step"]
+    for arm, start in [("iter_0", 0), *((f"iter_{n}", f) for n in range(1, MAX_ITERS)),
+                       ("run_a_best_from_iter0", f), ("run_b_combined_from_base", 0),
+                       ("run_c_untargeted_from_iter0", f)]:
+        summary = json.loads((run_dir / arm / "eval_summary.json").read_text())
+        final = summary["final_step"]
+        assert sorted(map(int, summary["train_reward_by_step"])) == list(range(start + 1, final + 1)), arm
+        out = run_dir / arm / "prime_out"
+        assert d.train_steps(out) == list(range(start, final)), arm
+        assert d.eval_file(out, final).exists() and not d.train_file(out, final).exists(), arm
 
 
 def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path):

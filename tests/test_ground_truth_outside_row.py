@@ -301,3 +301,68 @@ def test_teacher_md_says_what_happened_and_a_teacher_reading_only_it_passes(tmp_
     path = _write(tmp_path / "teacher.jsonl", rows)
     ok, detail = accurate_line(path, accuracy.score_hub_rows(PY, index_hub, path))
     assert ok, detail
+
+
+# --------------------------------------------------------------------------------------------
+# (d) control C on such an env
+
+def _ctx(tmp_path: Path, hub: dict):
+    import types
+
+    best_dir = tmp_path / "iter_2"
+    best_dir.mkdir()
+    (best_dir / "dataset.jsonl").write_text("".join(json.dumps({"q": k}) + "\n" for k in range(12)))
+    (best_dir / "hparams.json").write_text(json.dumps({"lr": 2e-6}))
+    (best_dir / "aux_rewards.py").write_text("def tidy(completion, answer, info):\n    return 0.0\n")
+    ctx = types.SimpleNamespace(rd=types.SimpleNamespace(path=tmp_path), hub=hub,
+                                trainer=types.SimpleNamespace(python=PY),
+                                state=types.SimpleNamespace(seed=0))
+    return ctx, {"best_iter": 2, "dataset": "iter_2/dataset.jsonl"}
+
+
+def test_control_c_draws_rows_carrying_their_truth_with_the_best_iterations_settings(tmp_path, index_hub):
+    """Control C on an env whose truth lives in the env: as many resampled train rows as the
+    best dataset, each carrying the scorer's entry for its answer as info.entry (as the
+    iteration's rows did, so the generated env scores them), trained with the best iteration's
+    hparams.json and aux_rewards.py."""
+    from driver.arms import table
+
+    ctx, best = _ctx(tmp_path, index_hub)
+    dest = tmp_path / "run_c" / "dataset.jsonl"
+    dest.parent.mkdir()
+    said = table.untargeted(ctx, best, dest)
+    assert "12 untargeted rows" in said and "hparams.json" in said and "aux_rewards.py" in said
+    assert (dest.parent / "hparams.json").read_text() == (tmp_path / "iter_2" / "hparams.json").read_text()
+    assert (dest.parent / "aux_rewards.py").exists()
+    data = _data()
+    rows = [json.loads(x) for x in dest.read_text().splitlines()]
+    assert len(rows) == 12
+    for row in rows:   # the entry the hub's own reward would score this row against
+        assert row["info"]["entry"] == data[int(row["answer"])]
+
+
+def test_control_c_is_skipped_with_its_reason_where_no_row_could_be_scored(tmp_path, index_hub):
+    from driver.arms import table
+    from driver.errors import ControlSkipped
+
+    record = index_hub["reward_reads_env_state"]
+    hub = {**index_hub, "reward_reads_env_state": {**record, "scorer": {**record["scorer"], "attr": "no_such_scorer"}}}
+    ctx, best = _ctx(tmp_path, hub)
+    dest = tmp_path / "run_c" / "dataset.jsonl"
+    dest.parent.mkdir()
+    with pytest.raises(ControlSkipped, match="no untargeted rows the hub rubric can score"):
+        table.untargeted(ctx, best, dest)
+    assert not dest.exists()
+
+
+def test_round_trip_scores_rows_as_the_generated_env_does_from_their_entry():
+    """The generators library's round_trip, which TEACHER.md offers the teacher, scores a row's
+    reasoning the way the generated env will: from info.entry where the hub's reward reads the
+    env's own data. A correct row passes; a template whose reasoning disagrees fails, named."""
+    from generators import round_trip
+
+    rows = _fresh_rows(6)
+    round_trip("index_gym", rows)
+    wrong = [{**r, "info": {**r["info"], "reasoning": "<answer>nope</answer>"}} for r in rows]
+    with pytest.raises(AssertionError, match="round-trip failed for template d / reversal"):
+        round_trip("index_gym", wrong)

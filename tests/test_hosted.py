@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import time
 import tomllib
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +30,12 @@ ARM_COST = cost_of(STEPS * BATCH) + cost_of(1 * BATCH)   # its training run and 
 # --max-cost 1.5 arms: the gate after iter_0 lets iter_1 run, the gate after it ends the loop by
 # cost, though --max-iters 3 would allow iter_2
 ARGS = ["run", "--backend", "hosted", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120",
-        "--max-cost", f"{1.5 * ARM_COST:.4f}", "--hosted-volume", "ssi-test"]
+        "--max-cost", f"{1.5 * ARM_COST:.4f}", "--hosted-volume", "ssi-test", "--hosted-probe-share", "1"]
+# the whole loop's platform: an on-demand-only account (no reserved cluster caches the student),
+# prime-rl's run directory at runs/<runId>/ itself, and run_b's training run lost (its status
+# reads fail while it runs on)
+REFERENCE = {"PRIME_DOUBLE_ACCOUNT": "on_demand", "PRIME_DOUBLE_LAYOUT": "flat",
+             "PRIME_DOUBLE_GET_FAIL": "-run_b_combined_from_base-train-"}
 ARMS = ["iter_0", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
         "run_c_untargeted_from_iter0"]
 KILL_POINTS = [
@@ -47,7 +55,8 @@ def hosted_env(tmp_path: Path, **extra) -> dict:
     env.update({"PATH": f"{PRIME_BIN}:{env.get('PATH', '')}",
                 "PRIME_DOUBLE_HOME": str(tmp_path / "platform"),
                 "PRIME_DOUBLE_PYTHON": sys.executable, "PRIME_API_KEY": "test-key",
-                "DRIVER_HOSTED_POLL_S": "0.3"})   # each poll is two CLI calls
+                "DRIVER_HOSTED_POLL_S": "0.3",   # each poll is two CLI calls
+                "DRIVER_HOSTED_LOST_AFTER": "5"})
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -60,7 +69,7 @@ def submissions(tmp_path: Path) -> Counter:
     """(arm, kind) -> runs submitted, from the names the driver gives them."""
     out: Counter = Counter()
     for r in platform_runs(tmp_path):
-        m = re.fullmatch(r"ssi-[0-9a-f]{6}-(.+)-(train|eval)-[0-9a-f]{6}", r["name"] or "")
+        m = re.fullmatch(r"ssi-[0-9a-f]{6}-(.+)-(train|eval|probe)-[0-9a-f]{6}", r["name"] or "")
         assert m, r["name"]
         out[(m.group(1), m.group(2))] += 1
     return out
@@ -72,8 +81,11 @@ def calls(tmp_path: Path) -> list[list[str]]:
 
 
 def outcome(run_dir: Path):
-    """What a run ended with, its per-run package tags taken out."""
-    untag = lambda text: re.sub(r"_[0-9a-f]{6}\b", "", text)  # noqa: E731
+    """What a run ended with, its per-run package tags and platform run ids taken out, and the
+    spent total (the lost run's billed seconds are wall-clock) left out."""
+    def untag(text: str) -> str:
+        text = re.sub(r"\brun_[0-9a-f]{10}\b", "run_ID", re.sub(r"_[0-9a-f]{6}\b", "", text))
+        return re.sub(r"Cost: \$[\d.]+ spent", "Cost: $X spent", text)
     metrics = json.loads(untag((run_dir / "metrics.json").read_text()))
     best = json.loads(untag((run_dir / "best_iter.json").read_text()))
     scratch = (run_dir / "scratchpad.md").read_text()
@@ -84,38 +96,58 @@ def outcome(run_dir: Path):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hosted")
-    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], hosted_env(tmp))
+    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], hosted_env(tmp, **REFERENCE))
     assert r.returncode == 0, r.stderr[-4000:]
     return tmp, run_dir_from(r.stdout), r
 
 
-def test_a_hosted_run_goes_from_introspection_to_finalize_with_three_controls(reference):
+def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout(reference):
     tmp, run_dir, r = reference
     state = json.loads((run_dir / "run.json").read_text())
     assert (state["backend"], state["dialect"], state["model"]) == ("hosted", "current", "Qwen/Qwen3-4B-Instruct-2507")
     assert "backend: hosted (prime train on Prime Intellect's Hosted Training (prime CLI 0.18.0" in r.stderr
-    assert "cost estimate: $3.50/GPU-hour on demand (H200_141GB)" in r.stderr
+    # no reserved cluster caches the student: the run goes on demand, which downloads it, and
+    # the header says so with the listed rate
+    assert "is on no reserved cluster of yours, so its runs go on demand, which downloads the model" in r.stderr
+    assert "$3.50/GPU-hour (H200_141GB" in r.stderr
     metrics, best, status, summary = outcome(run_dir)
     # --max-cost ended the loop at the gate, after iter_1, before --max-iters would have
     assert status == "cost_exhausted" and state["trainer"] is None
     assert "[gate] loop ends: cost_exhausted (after iteration 1)" in r.stderr
     assert [m["iter"] for m in metrics["iters"]] == [0, 1]
-    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
+    assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_c"}
     assert all(m["n_eval"] == 120 for m in metrics["iters"]) and all(c["n_eval"] == 200 for c in metrics["controls"])
     assert best["chosen_on"] == "selection" and "<- BEST_ITER" in summary
-    # every arm: one training run and one eval run submitted, never more
-    assert submissions(tmp) == {(arm, kind): 1 for arm in ARMS for kind in ("train", "eval")}
-    assert all(run["status"] == "COMPLETED" for run in platform_runs(tmp))
-    # what each arm's runs cost (`prime train usage`) is in metrics.json and the summary
-    for m in metrics["iters"] + metrics["controls"]:
-        assert m["cost_usd"] == pytest.approx(ARM_COST)
+    # every arm: one training run and one eval run submitted, never more; run_b's training
+    # run was lost, so it has no eval run
+    assert submissions(tmp) == {**{(arm, kind): 1 for arm in ARMS for kind in ("train", "eval")
+                                   if (arm, kind) != ("run_b_combined_from_base", "eval")}, ("iter_1", "probe"): 1}
+    assert all(run["status"] == "COMPLETED" for run in platform_runs(tmp) if "-run_b_" not in run["name"])
+    # each run's dispatch quoted its on-demand rate; the ledger has both views of every launch
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
-    assert sum(e["cost_usd"] for e in ledger.values()) == pytest.approx(5 * ARM_COST)
-    assert "cost $" in r.stdout and f"Cost: ${5 * ARM_COST:.2f} spent of --max-cost" in r.stdout
-    # each generated env was pushed as a private v1 env before its run; its Hub id is recorded
+    for e in ledger.values():
+        assert all(v["rate_per_hour"] == 7.0 and v["gpu_count"] == 2 and v["billed_s"] > 0 for v in e["runs"]), e
+        assert e["gpu_hour_usd"] == pytest.approx(sum(7.0 * v["billed_s"] / 3600 for v in e["runs"]), abs=1e-5)
+        assert e["cost_usd"] == pytest.approx(max(e["gpu_hour_usd"], e["usage_usd"]))
+    # the gradient probe was a one-step hosted run from iter_0, its cost stated before it ran
+    # (--hosted-probe-share 1 lets it run), and counted in iter_1's
+    probe = next(e for e in ledger.values() if e["kind"] == "probe")
+    assert probe["arm"] == "iter_1" and probe["outcome"] == "completed"
+    assert re.search(r"\[iter_1\] probe: a one-step hosted run from iter_0 \(\d+ rollouts\): about \d+s billed "
+                     r"\(iter_0's start-up \d+s and one step\), \d+% of an arm's, about \$[\d.]+; it runs "
+                     r"\(--hosted-probe-share 1\)", r.stderr), r.stderr[-3000:]
+    assert json.loads((run_dir / "iter_1" / "probe.json").read_text())["passed"] is True
+    # what each arm's runs cost is in metrics.json and the summary
+    for m in metrics["iters"] + metrics["controls"]:
+        assert m["cost_usd"] == pytest.approx(ARM_COST + (probe["cost_usd"] if m.get("iter") == 1 else 0))
+    assert sum(e["cost_usd"] for e in ledger.values()) > 4 * ARM_COST
+    assert "cost $" in r.stdout and "spent of --max-cost" in r.stdout
+    # each generated env was pushed as a private v1 env before its run, declaring the hub env
+    # it loads as a requirement (the double installs only what a wheel declares)
     hub = {p.stem: json.loads(p.read_text()) for p in (tmp / "platform" / "hub" / "alice").glob("*.json")}
     assert len(hub) == 4 and all(h["visibility"] == "PRIVATE" and [v["runtime"] for v in h["versions"]] == ["v1"]
                                  for h in hub.values())
+    assert all(h["versions"][0]["requires_dist"] == ["verifiers", "stock-arithmetic"] for h in hub.values())
     for arm in ARMS[1:]:
         installed = json.loads((run_dir / arm / "env_installed.json").read_text())
         assert installed["hub"]["ref"] == f"alice/{installed['package']}@0.1.0"
@@ -139,14 +171,17 @@ def test_a_hosted_run_goes_from_introspection_to_finalize_with_three_controls(re
         train = tomllib.loads((d / "hosted_train.toml").read_text())
         assert "output_dir" not in train and "monitors" not in train
         forks = arm in ("iter_1", "run_a_best_from_iter0", "run_c_untargeted_from_iter0")
-        assert train.get("resume") == ({"dir": f"/volume/runs/{iter0_run}/run/checkpoints/step_3"} if forks else None)
+        # the fork is found where the volume holds it: runs/<id>/checkpoints/, no run/ segment
+        assert train.get("resume") == ({"dir": f"/volume/runs/{iter0_run}/checkpoints/step_3"} if forks else None)
         ids = [s["env"]["taskset"]["id"] for s in train["orchestrator"]["train"]["source"]]
         assert all("/" in i for i in ids), ids    # Hub ids: the platform installs them
+        if arm == "run_b_combined_from_base":
+            continue
         # the final-weights eval is a one-step run from the arm's final broadcast on the volume
         ev = tomllib.loads((d / "hosted_eval.toml").read_text())
         own = next(r for r in platform_runs(tmp) if f"-{arm}-train-" in r["name"])["id"]
         final = 6 if forks else 3
-        assert ev["model"] == {"name": f"/volume/runs/{own}/run/broadcasts/step_{final}"}
+        assert ev["model"] == {"name": f"/volume/runs/{own}/broadcasts/step_{final}"}
         assert ev["max_steps"] == 1 and ev["orchestrator"]["eval"]["skip_first_step"] is False
         assert ev["tokenizer"] == {"name": "Qwen/Qwen3-4B-Instruct-2507"}
         # read back: the train rollouts of each new step, the eval as numbers only, and where
@@ -157,10 +192,45 @@ def test_a_hosted_run_goes_from_introspection_to_finalize_with_three_controls(re
         assert '"prompt"' not in eval_text and "(double)" not in eval_text and "completion" not in eval_text
         for tree in dialect.checkpoint_trees(d / "prime_out", final):
             remote = json.loads((tree / "REMOTE.json").read_text())
+            assert remote["path"].startswith(f"runs/{own}/") and "/run/" not in remote["path"]
             assert (tmp / "platform" / "volumes" / "ssi-test" / remote["path"]).is_dir()
     # the teacher read train traces as flat rows; the eval summaries hold numbers only
     summary_json = json.loads((run_dir / "iter_1" / "eval_summary.json").read_text())
-    assert summary_json["train_diagnose"]["groups"] > 0 and summary_json["cost_usd"] == pytest.approx(ARM_COST)
+    assert summary_json["train_diagnose"]["groups"] > 0
+    assert summary_json["cost_usd"] == pytest.approx(ARM_COST + probe["cost_usd"])
+
+
+def test_the_hosted_probe_states_its_cost_and_runs_only_under_its_share_of_an_arm(reference):
+    from driver.backends import hosted
+    from driver.run.rundir import RunDir
+
+    _, run_dir, _ = reference
+    state = RunDir(run_dir).load()
+    runs, line = hosted.probe_gate(run_dir, state.model_copy(update={"hosted_probe_share": 0.0}), 512)
+    assert not runs and line.endswith("skipped: over --hosted-probe-share 0 (1 runs it)")
+    assert re.search(r"about \d+s billed \(iter_0's start-up \d+s and one step\), \d+% of an arm's, about \$", line)
+    runs, line = hosted.probe_gate(run_dir, state.model_copy(update={"hosted_probe_share": 1.0}), 512)
+    assert runs and line.endswith("it runs (--hosted-probe-share 1)")
+    # nothing measured (iter_0 ran elsewhere): no estimate, so it is off unless the share is 1
+    runs, line = hosted.probe_gate(run_dir / "nowhere", state.model_copy(update={"hosted_probe_share": 0.1}), 512)
+    assert not runs and "cannot be estimated" in line and line.endswith("skipped (--hosted-probe-share 0.1; 1 runs it anyway)")
+
+
+def test_a_lost_control_is_stopped_by_id_before_the_next_is_submitted_and_its_cost_is_in_the_ledger(reference):
+    tmp, run_dir, r = reference
+    runs = platform_runs(tmp)
+    lost = next(p for p in runs if "-run_b_combined_from_base-train-" in p["name"])
+    after = [p for p in runs if p["created_at"] > lost["created_at"]]
+    assert lost["status"] == "STOPPED"
+    assert any(c[:3] == ["train", "stop", lost["id"]] for c in calls(tmp))
+    # nothing was submitted while it ran: the next control's runs came after its stop
+    assert after and all(p["created_at"] > lost["completed_at"] for p in after)
+    ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
+    entry = next(e for e in ledger.values() if e["run_ids"] == [lost["id"]])
+    assert entry["arm"] == "run_b_combined_from_base" and entry["outcome"] == "failed"
+    assert entry["billed_s"] > 0 and entry["gpu_hour_usd"] > 0 and entry["cost_usd"] == entry["gpu_hour_usd"]
+    errors = json.loads((run_dir / "run.json").read_text())["phase4_errors"]
+    assert any("run_b" in e and f"lost track of hosted run {lost['id']}" in e for e in errors), errors
 
 
 def _refused(r, runs: Path, *needles: str) -> None:
@@ -184,11 +254,46 @@ def test_preflight_refuses_when_not_logged_in(tmp_path, runs):
     _refused(r, runs, "not logged in to Prime Intellect", "No API key configured", "Run `prime login`")
 
 
-def test_preflight_refuses_a_model_hosted_training_does_not_list(tmp_path, runs):
+def test_preflight_refuses_a_model_neither_reserved_nor_on_demand_capacity_can_place(tmp_path, runs):
+    # an account with reserved clusters and no on-demand access: a model its clusters do not
+    # cache cannot be placed (on demand would download it, but the account has none)
     r = driver(["run", "--backend", "hosted", "--model", "Qwen/Qwen3-0.6B", "--runs-dir", str(runs), *FAST],
-               hosted_env(tmp_path))
-    _refused(r, runs, "--model Qwen/Qwen3-0.6B is not a model Hosted Training trains",
-             "Qwen/Qwen3-4B-Instruct-2507")
+               hosted_env(tmp_path, PRIME_DOUBLE_ACCOUNT="reserved"))
+    _refused(r, runs, "--model Qwen/Qwen3-0.6B cannot be placed on Hosted Training",
+             "reserved: Qwen/Qwen3-4B-Instruct-2507", "not enrolled in the on-demand beta",
+             "`prime train request`")
+
+
+def test_driver_run_help_says_what_hosted_refuses_up_front_and_how_the_probe_is_gated(tmp_path):
+    r = driver(["run", "--help"], hosted_env(tmp_path))
+    helped = " ".join(r.stdout.split())
+    assert ("on --backend hosted, no logged-in `prime` 0.15.0 .. 0.18.x, or a --model neither your "
+            "reserved clusters nor the on-demand pool can place") in helped
+    assert "it runs only when its estimated cost (from iter_0's measured start-up and step time, stated " \
+           "before it runs) is at most this share of an arm's; 1 always runs it (default: 0.1)" in helped
+    assert "hours at the rate its dispatch quoted and `prime train usage`" in helped
+
+
+def test_preflight_places_a_model_only_on_demand_would_download_and_says_what_it_costs(tmp_path, runs):
+    from driver.backends.hosted import cost_estimate
+    from driver.run.model import RunState
+
+    models = json.loads(_prime(tmp_path, "train", "models", "-o", "json",
+                               PRIME_DOUBLE_ACCOUNT="on_demand").stdout)
+    assert models["available_fft_models"] == [] and models["on_demand_beta_access"] is True
+    state = RunState.model_construct(model="Qwen/Qwen3-0.6B", max_cost_usd=None, budget_seconds=3600.0,
+                                     steps_per_run=100, batch_size=512, hosted_probe_share=0.1)
+    line = cost_estimate(state, models)
+    assert "on no reserved cluster of yours, so its runs go on demand, which downloads the model" in line
+    assert "$3.50/GPU-hour (H200_141GB" in line and "costs up to $7.00" in line
+    # the same model cached on the account's reserved clusters: no hourly price, said so
+    both = json.loads(_prime(tmp_path, "train", "models", "-o", "json").stdout)
+    state = RunState.model_construct(model="Qwen/Qwen3-4B-Instruct-2507", max_cost_usd=5.0,
+                                     budget_seconds=3600.0, steps_per_run=100, batch_size=512,
+                                     hosted_probe_share=0.1)
+    line = cost_estimate(state, both)
+    assert "cached on reserved clusters of yours (H200_141GB)" in line and "cost is unknown here" in line
+    assert "--max-cost $5 ends the loop" in line
 
 
 @pytest.mark.parametrize("version,needle", [("0.12.0", "older than 0.13.0"),
@@ -212,7 +317,7 @@ def test_the_double_refuses_what_prime_0_18_refuses_with_its_words(tmp_path):
     r = _prime(tmp_path, "--plain", "train", str(lora), "--yes", "-o", "json")
     assert r.returncode == 1 and r.stdout.startswith(f"Error: {lora} is a shared LoRA training config")
     cfg = tmp_path / "rl.toml"
-    cfg.write_text("max_steps = 1\n[trainer]\n[orchestrator]\n")
+    cfg.write_text("max_steps = 1\n[trainer]\n[orchestrator]\n[inference]\n")
     r = _prime(tmp_path, "--plain", "train", str(cfg), "--yes", "-o", "json", "-e", "OPENAI_API_KEY=x")
     assert r.returncode == 1 and ("Error: full-FT runs only forward HF_TOKEN, WANDB_API_KEY today; got "
                                   "unsupported secret(s): OPENAI_API_KEY.") in r.stdout
@@ -229,10 +334,27 @@ def test_the_double_refuses_what_prime_0_18_refuses_with_its_words(tmp_path):
     assert r.returncode == 1 and r.stdout.strip() == "Error: HTTP 404: Run not found"
     r = _prime(tmp_path, "train", "progress", "run_missing", "-o", "json")   # always JSON: no -o
     assert r.returncode == 2
+    # the CLI's local schema check (training_schema_worker.py), with its words
     bad = tmp_path / "bad.toml"
-    bad.write_text("max_steps = 1\n[orchestrator]\nbogus = 1\n[trainer]\n")
+    bad.write_text("max_steps = 1\n[orchestrator]\nbogus = 1\n[trainer]\n[inference]\n")
     r = _prime(tmp_path, "--plain", "train", str(bad), "--yes", "-o", "json")
-    assert r.returncode == 1 and "  - config.orchestrator.bogus: Extra inputs are not permitted" in r.stdout
+    assert r.returncode == 1 and r.stdout == ("Error: Config validation failed:\n"
+                                              "orchestrator.bogus: Extra inputs are not permitted\n")
+    for text, said in [("max_steps = 1\n[trainer]\n[orchestrator]\n", "Hosted RL runs need inference GPUs"),
+                       ("clean = true\n[trainer]\n[orchestrator]\n[inference]\n", "clean = true is unsupported"),
+                       ("[trainer]\n[orchestrator]\n[inference]\n[k8s]\nx = 1\n", "[k8s] is not supported"),
+                       ("[orchestrator]\n[inference]\n", "Config validation failed:\ntrainer: Field required")]:
+        bad.write_text(text)
+        r = _prime(tmp_path, "--plain", "train", str(bad), "--yes", "-o", "json")
+        assert r.returncode == 1 and r.stdout.startswith(f"Error: {said}"), r.stdout
+    # sources are deferred to submission (they need env plugins): an unknown key there passes
+    bad.write_text("[trainer]\n[inference]\n[[orchestrator.train.source]]\nodd = 1\n")
+    r = _prime(tmp_path, "--plain", "train", str(bad), "--yes", "-o", "json")
+    assert r.returncode == 0 and '"runId"' in r.stdout
+    # `train resume` is 0.16.0's: on 0.15.0 it is the default command's extra argument
+    assert _prime(tmp_path, "train", "resume", "run_x", "--yes", PRIME_DOUBLE_VERSION="0.15.0").returncode == 2
+    r = _prime(tmp_path, "train", "resume", "run_x", "--yes", "-o", "json")
+    assert r.returncode == 1 and r.stdout.strip() == "Error: HTTP 404: Run not found"
     r = _prime(tmp_path, "--version")
     assert r.stdout == "Prime CLI version: 0.18.0\n"
 
@@ -280,15 +402,17 @@ SHORT = ["run", "--backend", "hosted", "--max-iters", "1", "--seed", "3", *FAST,
 
 @pytest.fixture(scope="module")
 def faults(tmp_path_factory):
-    """iter_0 only: the platform pauses its training run at step 2, then fails its eval run;
-    the driver stops, and `driver resume` finishes the run."""
+    """iter_0 only, on an account whose reserved clusters cache the student (no hourly rate),
+    with prime-rl's run directory at runs/<runId>/run/: the platform pauses its training run at
+    step 2, then fails its eval run; the driver stops, and `driver resume` finishes the run."""
     tmp = tmp_path_factory.mktemp("hosted-faults")
+    platform = {"PRIME_DOUBLE_LAYOUT": "run", "PRIME_DOUBLE_ACCOUNT": "both"}
     r1 = driver([*SHORT, "--runs-dir", str(tmp / "runs")],
                 hosted_env(tmp, PRIME_DOUBLE_PAUSE="-iter_0-train-:2",
-                           PRIME_DOUBLE_FAIL="-iter_0-eval-:CUDA error: out of memory on rank 0"))
+                           PRIME_DOUBLE_FAIL="-iter_0-eval-:CUDA error: out of memory on rank 0", **platform))
     run_dir = run_dir_from(r1.stdout)
     failed_state = json.loads((run_dir / "run.json").read_text())
-    r2 = driver(["resume", str(run_dir)], hosted_env(tmp))
+    r2 = driver(["resume", str(run_dir)], hosted_env(tmp, **platform))
     assert r2.returncode == 0, r2.stderr[-3000:]
     return tmp, run_dir, r1, failed_state
 
@@ -301,40 +425,123 @@ def test_a_run_the_platform_fails_is_recorded_with_its_reason_and_resume_submits
     assert submissions(tmp)[("iter_0", "eval")] == 2     # the failed one, then one afresh
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["iters"][0]["eval_acc"] is not None
-    # the failed run billed nothing (the double fails it before it trains)
-    assert metrics["iters"][0]["cost_usd"] == pytest.approx(ARM_COST)
+    # reserved capacity: no hourly rate, said so in the header and the ledger; the failed run
+    # billed nothing (the double fails it before it trains); the usage view is the cost
+    assert "where runs have no hourly price: the loop's cost is unknown here" in r1.stderr
+    ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
+    train = [e for e in ledger.values() if e["kind"] == "train"]
+    assert len(train) == 1 and train[0]["gpu_hour_usd"] is None and train[0]["cost_usd"] == train[0]["usage_usd"]
+    assert all(e["cost_usd"] == max(e["gpu_hour_usd"] or 0, e["usage_usd"]) for e in ledger.values())
+    assert metrics["iters"][0]["cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in ledger.values()))
 
 
-def test_a_paused_run_is_continued_from_its_checkpoint_with_resume_from(faults):
+def test_a_paused_run_is_continued_from_its_own_checkpoint_with_prime_train_resume(faults):
     tmp, run_dir, _, _ = faults
     paused, resumed = [p for p in platform_runs(tmp) if "-iter_0-train-" in p["name"]]
     assert (paused["status"], resumed["status"], resumed["resume_from"]) == ("PAUSED", "COMPLETED", paused["id"])
     assert submissions(tmp)[("iter_0", "train")] == 2
+    # it went on from step 2: one step trained (and billed) after the pause, none twice
+    assert (resumed["start_step"], resumed["rollouts_trained"]) == (2, 1 * BATCH)
+    assert paused["rollouts_trained"] == 2 * BATCH
     record = json.loads((run_dir / "iter_0" / "prime_out" / ".hosted.json").read_text())
     assert record["run_ids"] == [paused["id"], resumed["id"]] and record["resumed_from"] == [paused["id"]]
-    assert any(c[:2] == ["train", record["config"]] and c[-2:] == ["--resume-from", paused["id"]]
-               for c in calls(tmp))
-    # steps 1-2 come from the paused run, step 3 from the one that continued it
+    assert any(c[:3] == ["train", "resume", paused["id"]] for c in calls(tmp))
+    # steps 1-2 come from the paused run, step 3 from the one that continued it, under run/
     dialect = get("current")
     assert all(dialect.train_file(run_dir / "iter_0" / "prime_out", s).exists() for s in (1, 2, 3))
     remote = json.loads((dialect.weights_dir(run_dir / "iter_0" / "prime_out", 3) / "REMOTE.json").read_text())
-    assert remote["run_id"] == resumed["id"]
+    assert remote["run_id"] == resumed["id"] and remote["path"] == f"runs/{resumed['id']}/run/broadcasts/step_3"
+
+
+# `config` (the platform runs the submitted config as is) is the reading that would retrain a
+# paused arm from its start: the main suite's; `checkpoint` is the extended command's
+@pytest.mark.parametrize("reading", ["config", pytest.param("checkpoint", marks=pytest.mark.extended)])
+def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_counts_gpu_hours(tmp_path, reading):
+    """prime 0.15.0 has no `train resume`: the paused run is continued with --resume-from and a
+    config whose [resume] names its own last checkpoint, so both readings of how the platform
+    combines the two continue it from there. The account is on demand at a rate that bills
+    iter_0 past --max-cost, and `prime train usage` bills no token: the cap fires on GPU-hours."""
+    runs = tmp_path / "runs"
+    r = driver(["run", "--backend", "hosted", "--max-iters", "3", "--seed", "3", *FAST, "--eval-examples", "60",
+                "--max-cost", "5", "--runs-dir", str(runs)],
+               hosted_env(tmp_path, PRIME_DOUBLE_VERSION="0.15.0", PRIME_DOUBLE_RESUME_FROM=reading,
+                          PRIME_DOUBLE_PAUSE="-iter_0-train-:2", PRIME_DOUBLE_ACCOUNT="on_demand",
+                          PRIME_DOUBLE_USAGE="none", PRIME_DOUBLE_PRICE="9000", PRIME_DOUBLE_LAYOUT="run"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = run_dir_from(r.stdout)
+    # the cost cap fired on the GPU-hour bill, with a token bill of zero
+    assert json.loads((run_dir / "run.json").read_text())["status"] == "cost_exhausted"
+    assert "[gate] loop ends: cost_exhausted (after iteration 0)" in r.stderr
+    ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
+    assert all(e["usage_usd"] == 0 for e in ledger.values())
+    assert sum(e["gpu_hour_usd"] for e in ledger.values()) >= 5
+    assert all(e["cost_usd"] == e["gpu_hour_usd"] for e in ledger.values())
+    assert not [p for p in platform_runs(tmp_path) if "-iter_1-" in p["name"]]
+    # the paused arm went on from its own step 2: one step trained (and billed) after the pause
+    paused, resumed = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
+    assert resumed["resume_from"] == paused["id"]
+    assert (resumed["start_step"], resumed["rollouts_trained"]) == (2, 1 * BATCH)
+    cfg = tomllib.loads(Path(resumed["config_path"]).read_text())
+    assert cfg["resume"] == {"dir": f"/volume/runs/{paused['id']}/run/checkpoints/step_2"}
+
+
+def test_a_generated_env_that_does_not_declare_the_hub_env_fails_to_install_on_the_platform(tmp_path, reference):
+    """The platform installs a pushed env with its wheel's requirements only: a taskset package
+    that loads the hub taskset by id but declares only verifiers fails at import."""
+    ref_tmp, run_dir, _ = reference
+    pkg = tmp_path / "undeclared_env"
+    shutil.copytree(next((run_dir / "iter_1").glob("stock_arithmetic_iter_1_*/pyproject.toml")).parent, pkg / "src",
+                    ignore=shutil.ignore_patterns(".prime", "__pycache__"))
+    inner = next(p for p in (pkg / "src").iterdir() if p.is_dir())
+    pkg = pkg / "src"
+    pyproject = (pkg / "pyproject.toml").read_text()
+    assert '"stock-arithmetic"' in pyproject
+    (pkg / "pyproject.toml").write_text(pyproject.replace(', "stock-arithmetic"', "")
+                                        .replace(inner.name, "undeclared_env"))
+    inner.rename(pkg / "undeclared_env")
+    assert _prime(tmp_path, "env", "push", "-p", str(pkg), "-v", "PRIVATE", "--runtime", "v1").returncode == 0
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text('max_steps = 1\n[trainer]\n[inference]\n[orchestrator]\nbatch_size = 16\ngroup_size = 16\n'
+                   '[[orchestrator.train.source]]\nname = "gen"\n'
+                   '[orchestrator.train.source.env.taskset]\nid = "alice/undeclared_env@0.1.0"\n')
+    r = _prime(tmp_path, "train", str(cfg), "--yes", "-o", "json", "--volume", "v")
+    run_id = json.loads(r.stdout)["run"]["runId"]
+    for _ in range(100):
+        run = json.loads(_prime(tmp_path, "train", "get", run_id, "-o", "json").stdout)["run"]
+        if run["status"] not in ("QUEUED", "RUNNING"):
+            break
+        time.sleep(0.1)
+    assert run["status"] == "FAILED"
+    assert run["error_message"] == "ModuleNotFoundError: No module named 'stock_arithmetic' (loading taskset undeclared_env)"
+
+
+def test_a_generated_env_wheel_requires_the_hub_env(tmp_path, reference):
+    from hatchling.builders.wheel import WheelBuilder
+
+    _, run_dir, _ = reference
+    for arm in ARMS[1:]:
+        pkg = next((run_dir / arm).glob("stock_arithmetic_*/pyproject.toml")).parent
+        wheel = next(iter(WheelBuilder(str(pkg)).build(directory=str(tmp_path / arm), versions=["standard"])))
+        with zipfile.ZipFile(wheel) as z:
+            meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        assert sorted(line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist:")) \
+            == ["stock-arithmetic", "verifiers"]
 
 
 @pytest.mark.extended
 def test_sigkill_anywhere_on_the_hosted_backend_never_submits_a_second_run(reference, tmp_path):
-    _, ref_dir, _ = reference
+    ref_tmp, ref_dir, _ = reference
     r = driver([*ARGS, "--runs-dir", str(tmp_path / "runs")],
-               hosted_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0]))
+               hosted_env(tmp_path, DRIVER_FAULT_KILL_AT=KILL_POINTS[0], **REFERENCE))
     assert r.returncode == -signal.SIGKILL, r.stderr[-2000:]
     run_dir = run_dir_from(r.stdout)
     for point in KILL_POINTS[1:]:
-        r = driver(["resume", str(run_dir)], hosted_env(tmp_path, DRIVER_FAULT_KILL_AT=point))
+        r = driver(["resume", str(run_dir)], hosted_env(tmp_path, DRIVER_FAULT_KILL_AT=point, **REFERENCE))
         assert r.returncode == -signal.SIGKILL, f"never reached {point}: {r.stderr[-2000:]}"
-    r = driver(["resume", str(run_dir)], hosted_env(tmp_path))
+    r = driver(["resume", str(run_dir)], hosted_env(tmp_path, **REFERENCE))
     assert r.returncode == 0, r.stderr[-3000:]
     assert outcome(run_dir) == outcome(ref_dir)
-    assert submissions(tmp_path) == {(arm, kind): 1 for arm in ARMS for kind in ("train", "eval")}
+    assert submissions(tmp_path) == submissions(ref_tmp)
     # iter_1's env was pushed twice (the second answered "already exists"), every other once
     pushes = Counter(Path(c[c.index("-p") + 1]).name.rsplit("_", 1)[0] for c in calls(tmp_path)
                      if c[:2] == ["env", "push"])

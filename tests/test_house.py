@@ -234,3 +234,55 @@ def test_a_base_config_is_checked_against_the_dialect_the_checkout_speaks(tmp_pa
     assert r.returncode == 2 and "does not compose for prime-rl's current configs" in r.stderr
     assert "rollouts_per_example is orchestrator.group_size" in r.stderr
     assert list(runs.iterdir()) == []
+
+
+def test_a_knob_is_one_field_and_one_table_entry_per_dialect_and_reaches_every_config(tmp_path, monkeypatch):
+    """A new knob (nucleus sampling, here) is one field of the run model and one KNOB_KEYS entry
+    per dialect: it then reaches iter_0's base config and its flags over a canonical config,
+    every arm's config and every eval (iter_0's overlay, an arm's in-run eval, the current
+    generation's final-weights eval and the hosted eval run), with nothing else edited."""
+    import types
+
+    from pydantic import create_model
+
+    from driver.backends.hosted import submission
+    from driver.dialects import classic, current
+    from driver.dialects.knob_keys import KnobKey
+    from driver.run.model import Knobs, setting
+
+    NucleusKnobs = create_model("NucleusKnobs", __base__=Knobs,
+                                top_p=(float, setting(0.9, help="nucleus sampling", gt=0, le=1)))
+    for module in (classic, current):
+        monkeypatch.setattr(module, "KNOB_KEYS", module.KNOB_KEYS + (
+            KnobKey("top_p", "orchestrator.train.sampling.top_p"),
+            KnobKey("top_p", "orchestrator.eval.sampling.top_p", scope="eval")))
+    knobs = NucleusKnobs(**Knobs.defaults_for("prime_rl"), wandb="off", top_p=0.77)
+    hub = {"env_id": "stock_arithmetic", "eval_size": 200, "train_args": {"split": "train"}}
+
+    from driver import dialects
+
+    for name in ("classic", "current"):
+        d = dialects.get(name)
+        gen = d.train_sources("gen", None)
+        base = tomllib.loads(d.render_base(hub, knobs))
+        assert base["orchestrator"]["train"]["sampling"]["top_p"] == 0.77, name
+        run = tomllib.loads(d.render_run(arm="iter_1", purpose="p", hub=hub, knobs=knobs, eval_knobs=knobs,
+                                         train_envs=gen, resume_step=3, resume_from=tmp_path))
+        assert run["orchestrator"]["train"]["sampling"]["top_p"] == 0.77, name
+        flags = d.iter0_overrides(knobs, tmp_path)
+        assert flags[flags.index("--orchestrator.train.sampling.top-p") + 1] == "0.77", name
+        if name == "classic":
+            assert run["orchestrator"]["eval"]["sampling"]["top_p"] == 0.77
+            assert tomllib.loads(d.render_eval_overlay(hub, knobs))["orchestrator"]["eval"]["sampling"]["top_p"] == 0.77
+        else:
+            evals = d.render_final_eval(hub, knobs, tmp_path / "b", 6, tmp_path / "o")
+            assert tomllib.loads(evals)["eval"]["sampling"]["top_p"] == 0.77
+            (tmp_path / "evals.toml").write_text(evals)
+            (tmp_path / "hub_env.json").write_text(json.dumps({**hub, "kind": "taskset"}))
+            state = types.SimpleNamespace(knobs=lambda: knobs, model=knobs.model, hub_id="me/stock",
+                                          hosted_volume="v")
+            # (where a broadcast lies on the hosted volume is the records' job, not this test's)
+            monkeypatch.setattr(submission, "volume_path", lambda run_dir, local: f"/volume/{local.name}")
+            hosted = submission.eval_config(["@", str(tmp_path / "evals.toml")], tmp_path, state)
+            assert hosted["orchestrator"]["train"]["sampling"]["top_p"] == 0.77
+            assert hosted["orchestrator"]["eval"]["sampling"]["top_p"] == 0.77

@@ -108,7 +108,7 @@ def test_init_from_refuses_a_directory_that_is_none_of_the_three(first, tmp_path
     r = driver(["run", "--init-from", str(odd), *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
     assert r.returncode == 2
     assert "none of what it reuses" in r.stderr
-    for kind in ("run directory this driver made", "iter_0/", "prime_out/weights/step_N"):
+    for kind in ("run directory this driver made", "iter_0/", "prime-rl output directory (prime_out/"):
         assert kind in r.stderr, kind
     assert not runs.exists()
 

@@ -84,9 +84,13 @@ def test_without_a_prime_rl_checkout_the_first_line_names_the_embedded_default(t
     assert r.returncode == 0, r.stderr[-3000:]
     first = r.stdout.splitlines()[0]
     assert first.startswith("using the embedded default (no prime-rl checkout is set)")
-    assert "builtin:tiny-char-qwen2 student" in first and "4-minute loop budget" in first
+    # it ends on its iteration count (here --max-iters 1), its budget a ceiling far above it
+    assert "builtin:tiny-char-qwen2 student" in first and "1 iterations including iter_0" in first
+    assert "2-hour budget as a ceiling" in first
     state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
-    assert state["backend"] == "local" and state["budget_seconds"] == 240
+    assert state["backend"] == "local" and state["budget_seconds"] == 7200
+    assert driver(["run", "--dry-run", "--runs-dir", str(runs)], env).stdout.splitlines()[0].count(
+        "4 iterations including iter_0") == 1    # the quick start's own count
     # naming a checkout is a choice: it is never swapped for the embedded default
     r = driver(["run", "--prime-rl-dir", str(tmp_path), "--runs-dir", str(tmp_path / "other")], env)
     assert r.returncode == 2 and "is not a prime-rl checkout" in r.stderr

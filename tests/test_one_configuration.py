@@ -28,6 +28,12 @@ gpu_memory_utilization = 0.85
 
 [orchestrator.buffer]
 online_difficulty_filtering = true
+
+[orchestrator.eval.sampling]
+temperature = 0.6
+
+[[orchestrator.eval.env]]
+id = "stock_arithmetic"
 """
 
 
@@ -112,3 +118,42 @@ def test_every_arm_is_evaluated_with_one_configuration_recorded_in_metrics(canon
     assert configs["iter_0"]["examples"] == configs["iter_1"]["examples"] == {"eval": 200, "hub-selection": 200}
     assert all(configs[c]["examples"] == {"eval": 200, "hub-selection": 200}
                for c in ("run_a", "run_b", "run_c"))
+
+
+def test_a_canonical_configs_eval_temperature_reaches_every_arm_iter_0_included(canonical_run):
+    """The canonical config sets an eval temperature: it becomes the run's one eval setting,
+    rendered into every arm's eval (iter_0's overlay too), recorded with each arm's numbers."""
+    tmp, rd, _ = canonical_run
+    assert json.loads((rd / "run.json").read_text())["eval_temperature"] == 0.6
+    for launch in launches(tmp):
+        arm = launch["output_dir"].split("/")[-2]
+        cfg = compose(launch["argv"])
+        if arm != "probe":   # the probe has no eval
+            assert cfg["orchestrator"]["eval"]["sampling"]["temperature"] == 0.6, arm
+    m = json.loads((rd / "metrics.json").read_text())
+    assert {e["eval_config"]["temperature"] for e in m["iters"] + m["controls"]} == {0.6}
+
+
+def test_another_eval_sampling_key_in_the_canonical_config_is_refused_before_a_run_directory(tmp_path):
+    from driver import dialects
+    from driver.run.model import Knobs
+
+    knobs = Knobs.for_backend("prime_rl", batch_size=256, steps_per_run=3)
+    base = tomllib.loads(dialects.get("classic").render_base({"env_id": "stock_arithmetic", "eval_size": 200}, knobs))
+    base["orchestrator"]["eval"] = {"sampling": {"temperature": 0.6, "top_p": 0.9},
+                                    "env": [{"id": "stock_arithmetic"}]}
+    (tmp_path / "canon.toml").write_text(tomli_w.dumps(base))
+    runs = tmp_path / "runs"
+    r = driver(["run", *FAST, "--base-config", str(tmp_path / "canon.toml"), "--runs-dir", str(runs)],
+               driver_env(tmp_path))
+    assert r.returncode == 2 and "[orchestrator.eval.sampling] top_p" in r.stderr
+    assert not runs.exists()
+
+
+def test_the_summary_computes_no_lift_between_arms_measured_under_different_settings():
+    from driver.reporting.summary import comparable
+
+    a = {"eval_config": {"max_completion_tokens": 96, "temperature": 0.0, "examples": {"eval": 200}}}
+    assert comparable(a, {"eval_config": {**a["eval_config"], "examples": {"eval": 1000}}})
+    assert not comparable(a, {"eval_config": {**a["eval_config"], "temperature": 0.6}})
+    assert not comparable(a, {"eval_config": {"unknown": True}}) and not comparable(a, {})

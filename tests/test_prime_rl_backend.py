@@ -28,7 +28,7 @@ from driver.errors import DriverError, UsageError
 D = ClassicDialect()
 HUB = {"env_id": "stock_arithmetic", "eval_size": 200}
 KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16,
-              steps_per_run=100, eval_examples=200)
+              steps_per_run=100, eval_examples=200, wandb="on")
 
 
 def flat(d: dict, prefix: str = "") -> dict:
@@ -67,6 +67,7 @@ def render_all() -> dict[str, dict]:
 
 
 EVAL = {"orchestrator.eval.interval": 200, "orchestrator.eval.sampling.max_completion_tokens": 1024,
+        "orchestrator.eval.sampling.temperature": 0.0,
         "orchestrator.eval.env[0].id": "stock_arithmetic", "orchestrator.eval.env[0].num_examples": 200,
         "orchestrator.eval.env[0].rollouts_per_example": 1}
 
@@ -84,6 +85,7 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
     assert flat(cfgs["overlay"]) == {
         "ckpt.interval": 100, "orchestrator.eval.interval": 100,
         "orchestrator.eval.sampling.max_completion_tokens": 1024,
+        "orchestrator.eval.sampling.temperature": 0.0,
         "orchestrator.eval.env[0].id": "stock_arithmetic",
         "orchestrator.eval.env[0].num_examples": 200,
         "orchestrator.eval.env[0].rollouts_per_example": 1}
@@ -169,7 +171,7 @@ HOSTILE = ['Org/model"with]quotes', "Org/m'$(touch /tmp/pwned)`id`;rm -rf x", 'a
 @pytest.mark.parametrize("name", HOSTILE)
 def test_hostile_model_names_render_as_data_and_reach_the_trainer_verbatim(tmp_path, name):
     knobs = Knobs.for_backend("prime_rl", model=name, batch_size=512, rollouts_per_example=16, steps_per_run=100,
-                  eval_examples=200)
+                  eval_examples=200, wandb="on")
     cfg = tomllib.loads(D.render_run(arm="iter_1", purpose="p", hub={**HUB, "env_id": name},
                                      knobs=knobs, eval_knobs=knobs, train_envs=[D.train_env_block(name)], resume_step=3))
     assert cfg["model"]["name"] == name and cfg["orchestrator"]["train"]["env"][0]["id"] == name
@@ -231,7 +233,9 @@ def _ctx(tmp_path):
     return types.SimpleNamespace(iter_dir=lambda n: tmp_path / f"iter_{n}", dialect=D)
 
 
-def test_prestage_copies_exactly_the_four_trees(tmp_path):
+def test_prestage_copies_exactly_the_trees_a_resume_reads(tmp_path):
+    """A classic resume reads the trainer's and orchestrator's checkpoints and the step's
+    broadcast, never weights/step_F (rl_contract/classic.py): those three are copied."""
     from driver.arms.arm import Arm
     from driver.arms.train import prestage
 
@@ -245,7 +249,7 @@ def test_prestage_copies_exactly_the_four_trees(tmp_path):
     prestage(_ctx(tmp_path), arm)
     staged = sorted(str(p.relative_to(arm.out)) for p in arm.out.rglob("*") if p.is_file())
     assert staged == ["checkpoints/step_100/payload.bin", "run_default/broadcasts/step_100/payload.bin",
-                      "run_default/checkpoints/step_100/payload.bin", "weights/step_100/payload.bin"]
+                      "run_default/checkpoints/step_100/payload.bin"]
     assert not any(p.is_symlink() for p in arm.out.rglob("*"))   # copies, not links into iter_0
     # a missing tree stops the run and names it
     import shutil
@@ -263,10 +267,18 @@ def test_init_from_refuses_an_incomplete_directory(tmp_path, runs):
     (prior / "run.json").write_text("{}")
     r = driver(["run", "--init-from", str(prior), *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
     assert r.returncode == 2
-    for piece in ("metrics.json", "config.json", "tokenizer.json", "/checkpoints/step_3",
-                  "run_default/checkpoints/step_3", "run_default/broadcasts/step_3"):
+    # no checkpoint a resume could read: named by the trees it needs
+    for piece in ("checkpoints/step_N", "run_default/checkpoints/step_N", "run_default/broadcasts/step_N"):
         assert piece in r.stderr, piece
-    assert "and 2 more" in r.stderr          # the train and eval rollouts, past the first six
+    for tree in D.resume_trees(prior / "prime_out", 3):
+        tree.mkdir(parents=True)
+    r = driver(["run", "--init-from", str(prior), *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 2
+    # the step's files a reused iter_0 needs: records, the last batch (filed under step 2),
+    # its final eval, and what a loadable HF model directory holds
+    for piece in ("metrics.json", "rollouts/step_2/train_rollouts.jsonl",
+                  "rollouts/step_3/eval_rollouts.jsonl", "config.json", "tokenizer_config.json"):
+        assert piece in r.stderr, piece
     assert list(runs.iterdir()) == []        # refused before a run directory was created
 
 

@@ -4,11 +4,10 @@ A dataset the anchor student never solves goes back to the teacher before any ar
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from conftest import DOUBLE, FAST, driver, driver_env, launches, run_dir_from
+from conftest import FAST, current_env, driver, driver_env, launches, run_dir_from
 from rl_contract.composition import compose
 
 
@@ -16,10 +15,8 @@ from rl_contract.composition import compose
 @pytest.mark.extended
 @pytest.mark.parametrize("dialect", ["classic", "current"])
 def test_the_probe_is_a_one_step_launch_from_iter0_on_the_generated_env(tmp_path, runs, dialect):
-    extra = {} if dialect == "classic" else {
-        "DRIVER_PRIME_RL_VERSION": "0.8.1.dev67", "DRIVER_EVALS_COMMAND": f"{sys.executable} {DOUBLE} --evals"}
-    r = driver(["run", "--max-iters", "2", *FAST, "--probe-prompts", "20", "--runs-dir", str(runs)],
-               driver_env(tmp_path, **extra))
+    env = driver_env(tmp_path) if dialect == "classic" else current_env(tmp_path)
+    r = driver(["run", "--max-iters", "2", *FAST, "--probe-prompts", "20", "--runs-dir", str(runs)], env)
     assert r.returncode == 0, r.stderr[-3000:]
     rd = run_dir_from(r.stdout)
     probe = json.loads((rd / "iter_1" / "probe.json").read_text())

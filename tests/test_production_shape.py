@@ -5,16 +5,28 @@ is stopped is gone before the next arm starts; no two arms ever run at once."""
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import psutil
 import pytest
 
-from conftest import DOUBLE, FAST, driver, driver_env, launches, run_dir_from
+from conftest import FAST, current_env, driver, driver_env, launches, run_dir_from
 
-# limits scaled down from the prime_rl defaults (1 h start-up, 30 min between steps, 2 h eval)
-LIMITS = ["--startup-timeout", "30s", "--stall-timeout", "3s", "--eval-timeout", "20s"]
+# limits scaled down from the prime_rl defaults (1 h start-up, 30 min between steps, 2 h eval,
+# a stopped launcher's own cleanup: 4 or 6 children x 65 s)
+LIMITS = ["--startup-timeout", "30s", "--stall-timeout", "3s", "--eval-timeout", "20s",
+          "--stop-grace", "3s"]
+
+
+def _tree_pids(tmp_path) -> dict[int, list[int]]:
+    """Each launch's process tree as the double recorded it: launcher pid -> its children's
+    pids, torchrun's ranks (in sessions of their own) among them."""
+    p = tmp_path / "launches.jsonl.trees"
+    return {x["tree_of"]: x["pids"] for x in map(json.loads, p.read_text().splitlines())} if p.exists() else {}
+
+
+def _dead(pid: int) -> bool:
+    return not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
 def _overlaps(tmp_path) -> list[dict]:
@@ -27,11 +39,8 @@ def test_a_slow_start_and_an_eval_written_once_at_the_end_are_not_stalls(tmp_pat
     """Silent for longer than --stall-timeout at start-up and during the final eval, as a GPU
     arm is, yet working: every arm completes, none is stopped or relaunched."""
     extra = {"DOUBLE_STARTUP_SECONDS": "4", "DOUBLE_EVAL_SECONDS": "4"}
-    if dialect == "current":
-        extra.update(DRIVER_PRIME_RL_VERSION="0.8.1.dev67",
-                     DRIVER_EVALS_COMMAND=f"{sys.executable} {DOUBLE} --evals")
-    r = driver(["run", "--max-iters", "2", *FAST, *LIMITS, "--runs-dir", str(runs)],
-               driver_env(tmp_path, **extra), timeout=900)
+    env = driver_env(tmp_path, **extra) if dialect == "classic" else current_env(tmp_path, **extra)
+    r = driver(["run", "--max-iters", "2", *FAST, *LIMITS, "--runs-dir", str(runs)], env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     state = json.loads((run_dir_from(r.stdout) / "run.json").read_text())
     assert state["status"] == "max_iters_reached" and not state["phase4_errors"]
@@ -42,8 +51,11 @@ def test_a_slow_start_and_an_eval_written_once_at_the_end_are_not_stalls(tmp_pat
 def test_a_stalled_control_that_ignores_sigterm_is_gone_before_the_next_control_starts(tmp_path, runs):
     """run A hangs after a step and ignores SIGTERM: it is stopped (SIGKILL after the grace),
     recorded as failed, and only then does run B start; the run goes on to the summary."""
+    # and its torchrun wedges in its own teardown while its rank ignores SIGTERM too (a rank in
+    # a session of its own: only a stop that walks the recorded tree reaches it)
     env = driver_env(tmp_path, DOUBLE_SHAPE_ARM="run_a_best_from_iter0", DOUBLE_HANG_AT_STEP="5",
-                     DOUBLE_IGNORE_TERM="1")
+                     DOUBLE_IGNORE_TERM="1", DOUBLE_RANK_IGNORES_TERM="1",
+                     DOUBLE_TORCHRUN_GRACE_SECONDS="600")
     r = driver(["run", "--max-iters", "2", *FAST, *LIMITS, "--runs-dir", str(runs)], env, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     rd = run_dir_from(r.stdout)
@@ -52,7 +64,9 @@ def test_a_stalled_control_that_ignores_sigterm_is_gone_before_the_next_control_
     assert error.startswith("run_a: ") and "no new train step or eval row for 3s" in error
     by_arm = {launch["output_dir"].split("/")[-2]: launch for launch in launches(tmp_path)}
     hung = by_arm["run_a_best_from_iter0"]["pid"]
-    assert not psutil.pid_exists(hung) or psutil.Process(hung).status() == psutil.STATUS_ZOMBIE
+    # the launcher and everything it started are gone, its trainer rank (another session) too
+    tree = _tree_pids(tmp_path)[hung]
+    assert len(tree) >= 3 and all(_dead(pid) for pid in [hung, *tree])
     assert "run_b_combined_from_base" in by_arm and _overlaps(tmp_path) == []
     assert [c["run"] for c in json.loads((rd / "metrics.json").read_text())["controls"]] == ["run_b", "run_c"]
 

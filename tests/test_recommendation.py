@@ -15,7 +15,9 @@ def outcomes(right: int, n: int = 200, first: int = 0) -> dict[str, int]:
 def arm(name: str, selection: dict[str, int] | None, *, best: bool = False,
         eval_: dict[str, int] | None = None) -> tuple[dict, dict]:
     ev = eval_ or outcomes(120)
-    summary = {"eval_acc": sum(ev.values()) / len(ev), "correct_by_example": ev}
+    # every arm measured under one setting, as a run records it (eval_config)
+    summary = {"eval_acc": sum(ev.values()) / len(ev), "correct_by_example": ev,
+               "eval_config": {"temperature": 0.0, "examples": len(ev)}}
     if selection is not None:
         summary["selection"] = {"eval_acc": sum(selection.values()) / len(selection),
                                 "n_eval": len(selection), "correct_by_example": selection}
@@ -70,3 +72,13 @@ def test_without_a_selection_split_the_eval_split_decides_with_holm_over_the_ite
     assert "on the eval split (the env has no selection split) by +4.0 points (p = 0.0156" in got["why"]
     i2[0]["p_holm"] = 0.06
     assert choose(i0, i1, i2)["arm"] == "iter_0"
+
+
+def test_a_control_measured_under_another_eval_setting_is_never_recommended():
+    """Its lift would be the setting's as much as the training's: the same +10 points as the
+    control above, but run_b was sampled at temperature 0.7 and the others greedily."""
+    row, summary = arm("run_b", outcomes(195))
+    summary["eval_config"] = {"temperature": 0.7, "examples": 200}
+    got = choose(arm("iter_0", outcomes(150)), arm("iter_1", outcomes(175), best=True),
+                 (row, summary))
+    assert got["arm"] == "iter_1"

@@ -80,7 +80,7 @@ def test_a_current_episode_reads_its_source_name_key_and_weighted_reward():
     expected = sum(float(r["score"] or 0) * float(r.get("weight", 1.0))
                    for r in ep["traces"][0]["rewards"].values() if isinstance(r, dict))
     assert v["reward"] == pytest.approx(expected)
-    assert set(v) == {"example_id", "env_name", "reward", "metrics"}   # numbers and labels only
+    assert set(v) == {"example_id", "env_name", "errored", "reward", "metrics"}   # numbers and labels only
     t = train_row(fixture("current_train_episode"))
     assert t["example_id"] == fixture("current_train_episode")["task"]["key"]
 
@@ -91,9 +91,12 @@ def test_the_trainer_doubles_eval_rows_have_prime_rls_keys_and_no_env_name(tmp_p
     r = driver(["run", "--max-iters", "1", *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     rd = run_dir_from(r.stdout)
-    [f] = list((rd / "iter_0" / "prime_out").rglob("eval_rollouts.jsonl"))
-    rows = [json.loads(line) for line in f.read_text().splitlines()]
+    # the base model's eval at step 0 (a fresh run) and the final eval, alone in step_max
+    files = sorted((rd / "iter_0" / "prime_out").rglob("eval_rollouts.jsonl"))
+    assert [f.parent.name for f in files] == ["step_0", "step_3"]
     allowed = set(fixture("classic_eval_row")) | {"info"}   # info: written when non-empty
-    assert all(set(row) <= allowed and "env_name" not in row for row in rows)
-    labelled = [row for row in rows if row["metrics"].get(SELECTION_METRIC) == 1.0]
-    assert len(labelled) == 200 and len(rows) == 400      # the selection env labels its rows
+    for f in files:
+        rows = [json.loads(line) for line in f.read_text().splitlines()]
+        assert all(set(row) <= allowed and "env_name" not in row for row in rows)
+        labelled = [row for row in rows if row["metrics"].get(SELECTION_METRIC) == 1.0]
+        assert len(labelled) == 200 and len(rows) == 400      # the selection env labels its rows

@@ -246,13 +246,19 @@ def test_status_shows_training_progress_and_the_live_run_prints_plain_progress_l
     assert 0 < t["fraction"] <= 1 and t["eta_s"] is not None and t["eta_s"] >= 0
     assert "training [iter_0] step" in text and "/8 [" in text and "eta" in text
     assert "budget [" in text
-    # stderr is a pipe here: plain progress lines, no carriage returns
+    # stderr is a pipe here: plain progress lines, no carriage returns, one per new step
+    # (a log an agent reads is not filled with a line per poll)
     assert "[iter_0] step " in err and "\r" not in err
+    import re
+
+    steps = [m.group(1) for m in re.finditer(r"^\[iter_0\] step (\d+)/8 [^\n·]*· eta [^\n·]*$", err, re.M)]
+    assert len(steps) >= 4 and len(steps) == len(set(steps)), steps
 
 
 def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp_path):
-    # an iteration resumes iter_0's step 30 and trains to 60: three steps on disk are 3 of 30,
-    # read from run.json's trainer record (start and final step), not from the arm's name
+    # an iteration resumes iter_0's step 30 and trains to 60: the batches of three steps on disk
+    # are 3 of 30, read from run.json's trainer record (start and final step), not from the
+    # arm's name; classic prime-rl files the batch of step s under rollouts/step_{s-1}
     from driver.reporting.status import status_payload
     from driver.dialects.classic import ClassicDialect
     from driver.run.model import RunState, TrainerProcess
@@ -260,7 +266,7 @@ def test_status_counts_a_resumed_arm_from_the_steps_its_trainer_record_names(tmp
 
     d = tmp_path / "run"
     out = d / "iter_1" / "prime_out"
-    for s in (30, 31, 32, 33):   # step 30 is the pre-staged anchor, not this arm's work
+    for s in (29, 30, 31, 32):   # step 29 is iter_0's last batch, not this arm's work
         f = ClassicDialect().train_file(out, s)
         f.parent.mkdir(parents=True)
         f.write_text("{}\n")

@@ -41,3 +41,29 @@ def test_two_runs_with_one_seed_write_the_same_datasets_and_configs(tmp_path):
     for key in ("iters", "controls"):
         accs = [[(m["eval_acc"], m["selection_acc"]) for m in metrics[key]] for metrics in (ma, mb)]
         assert accs[0] == accs[1] and len(accs[0]) >= 2, key
+
+
+@pytest.mark.extended   # two whole demo runs on the real embedded trainer: CI's extended command
+def test_two_quick_starts_with_one_seed_print_the_same_table_however_busy_the_machine(tmp_path):
+    """The quick start's own command (the embedded default) ends on its iteration count, not on
+    the clock: two runs with one seed, started together so that each runs beside the other's
+    load on 2 cores, print the same summary table."""
+    import subprocess
+    import sys
+
+    from conftest import cpu_user_env
+
+    env = cpu_user_env(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "driver.cli", "run", "--seed", "3", "--runs-dir",
+                               str(tmp_path / f"runs{k}")], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in (1, 2)]
+    outs = [p.communicate(timeout=5400) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+
+    def table(out: str) -> str:
+        lines = out.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith("run "))
+        return "\n".join(lines[start:])
+    a, b = (table(out) for out, _ in outs)
+    assert a == b and "iter_3" in a    # the quick start's 4 iterations, iter_0 included

@@ -61,8 +61,11 @@ def test_the_diff_counts_each_buckets_train_failures_before_and_after_with_inter
 
 
 def _write_steps(out: Path, steps: dict[int, list[dict]]) -> None:
+    """Each trainer step's batch, where classic prime-rl files it (one rollouts dir below)."""
+    from driver import dialects
+
     for s, rows in steps.items():
-        d = out / "run_default" / "rollouts" / f"step_{s}"
+        d = out / "run_default" / "rollouts" / f"step_{dialects.get('classic').rows_step(s)}"
         d.mkdir(parents=True, exist_ok=True)
         (d / "train_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -75,8 +78,10 @@ def test_the_weakness_phase_takes_before_from_the_probe_else_the_first_step_and_
     from driver import dialects
     from driver.phases.iteration import write_failures, write_weakness_diff
 
+    state = types.SimpleNamespace(iter_0_step=3, steps_per_run=3, dataset="stock_arithmetic",
+                                  env_tag="abc123")
     ctx = types.SimpleNamespace(iter_dir=lambda k: tmp_path / f"iter_{k}",
-                                dialect=dialects.get("classic"))
+                                dialect=dialects.get("classic"), state=state)
     _write_steps(tmp_path / "iter_0" / "prime_out", {3: [{"info": {}, "reward": 1.0}]})
     (tmp_path / "iter_1").mkdir()
     (tmp_path / "iter_1" / "weakness.json").write_text(json.dumps(W))

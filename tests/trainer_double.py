@@ -1,30 +1,48 @@
 """A test double of prime-rl's `rl` entrypoint (used only by tests and the demo), both
-generations: a config with [[orchestrator.train.source]] (or `--evals` first, for the standalone
-`evals` entrypoint) is the current generation's (trainer_double_current.py); anything else
-the classic one's, described here.
+generations: a config with [[orchestrator.train.source]] is the current generation's
+(trainer_double_current.py, which also holds `evals`); anything else the classic one's,
+described here. Around either, tests/double_launcher.py does what prime-rl's launcher does:
+refuses a node with too few GPUs or W&B with no key, starts the process tree (inference,
+torchrun with its ranks in sessions of their own, tail) and cleans it up.
 
-It speaks the same contract: `rl @ a.toml @ b.toml --max-steps N --output-dir X ...` with
-prime-rl's composition (later files and CLI flags win, tables deep-merge, lists are replaced
-whole), requires [trainer] and [orchestrator], loads the train and eval envs through verifiers,
-writes the classic output layout, prints "RL training finished!" and exits 0. It does no
-learning: eval correctness is a deterministic function of the train envs and the resume step.
+Each behaviour copies prime-rl v0.5.1.dev209 (09e2977) as rl_contract/classic.py states it,
+with the lines cited there, through the same functions the driver reads the layout with:
+`rl @ a.toml @ b.toml --max-steps N --output-dir X ...` with prime-rl's composition (later files
+and CLI flags win, tables deep-merge, lists are replaced whole); [trainer] and [orchestrator]
+required; a resume at F reads checkpoints/step_F, run_default/checkpoints/step_F and the step's
+broadcast, never weights/; a launch into an output dir holding run_default/control/evicted.txt
+aborts at once. A fresh run evaluates the base model into rollouts/step_0 (eval_base_model);
+the batch of trainer step s is saved under rollouts/step_{s-1}, so a launch from F to M writes
+train rows to step_F .. step_{M-1} and its final eval alone to step_M. The zero-advantage
+filter is on unless the config's `filters` list turns it off: a batch with no group whose
+rewards differ is drawn again, and the third such attempt at one step writes
+control/evicted.txt and exits 1. HF weights (weights/step_N) hold config, generation config,
+tokenizer and one model.safetensors, or DOUBLE_WEIGHT_SHARDS shards with an index (prime-rl
+shards above 5 GB: the model's size decides). It prints "RL training finished!" and exits 0.
+It does no learning: eval correctness is a deterministic function of the train envs and the
+resume step.
 
 Fault knobs (environment): DOUBLE_CRASH_AT_STEP=k exits 1 at step k; DOUBLE_HANG_AT_STEP=k
 sleeps forever at step k; DOUBLE_STEP_SECONDS=s sleeps s per step; DOUBLE_SKIP_EVAL=1 writes no
-eval file; DOUBLE_EVAL_ROWS=n writes only n eval rows; DOUBLE_TORN_EVAL=1 (or =ARM, e.g. iter_1: that arm only) cuts the last eval
-line in half; DOUBLE_SKIP_CHECKPOINT=1 writes no checkpoint trees. Each still exits 0.
+eval file; DOUBLE_EVAL_ROWS=n writes only n eval rows; DOUBLE_ERRORED_EVAL_ROWS=i,j,... makes
+those eval rows errored (a non-null `error`); DOUBLE_TORN_EVAL=1 (or =ARM, e.g. iter_1: that arm
+only) cuts the last eval line in half; DOUBLE_SKIP_CHECKPOINT=1 writes no checkpoint trees. Each
+still exits 0.
 
-Production shape (an arm on real GPUs is silent for long stretches at known places): 
+Production shape (an arm on real GPUs is silent for long stretches at known places):
 DOUBLE_STARTUP_SECONDS=s sleeps s before its first step (vLLM and the trainer starting; an eval
 launch before its first row); DOUBLE_EVAL_SECONDS=s sleeps s after the last step and then writes
 the final eval file in one write, as a full-split eval does; DOUBLE_EVAL_ROW_SECONDS=s instead
-streams the eval rows one every s seconds; DOUBLE_IGNORE_TERM=1 ignores SIGTERM (only SIGKILL
-stops it); DOUBLE_TRAIN_SKILL=p solves a train rollout with probability p (0: none, as for a
-dataset the student never solves). DOUBLE_SHAPE_ARM=DIR applies these and DOUBLE_HANG_AT_STEP
-to that arm only (its directory name, e.g. run_a_best_from_iter0, or `probe` for the gradient
-probe's one-step launch). Each launch's entry in DOUBLE_LAUNCH_LOG lists, as
-`alive_before`, the pids of earlier launches still running when it started: a second arm
-started beside a live one shows there.
+streams the eval rows one every s seconds; DOUBLE_RANK_IGNORES_TERM=1 and
+DOUBLE_TORCHRUN_GRACE_SECONDS=s (tests/double_launcher.py) wedge a rank's and torchrun's
+teardowns; DOUBLE_IGNORE_TERM=1 makes the launcher ignore
+SIGTERM (only SIGKILL stops it; its tree is then left to the caller); DOUBLE_TRAIN_SKILL=p
+solves a train rollout with probability p (0 or 1: no group has a reward spread, as for a
+dataset the student never or always solves). DOUBLE_SHAPE_ARM=DIR applies these and
+DOUBLE_HANG_AT_STEP to that arm only (its directory name, e.g. run_a_best_from_iter0, or
+`probe` for the gradient probe's one-step launch). Each launch's entry in DOUBLE_LAUNCH_LOG
+lists, as `alive_before`, the pids of earlier launches and of their trees still running when it
+started: a second arm started beside a live one (or its orphaned rank) shows there.
 
 DOUBLE_ROW_CACHE=DIR (the suite sets it) keeps each loaded env's rows in DIR, keyed on the env
 id, its args and a hash of its installed source, so the hub env is loaded through verifiers once
@@ -39,6 +57,10 @@ import re
 import sys
 import time
 from pathlib import Path
+
+
+if __name__ == "__main__":   # one module, whether run or imported (the current half reads ARM)
+    sys.modules.setdefault("trainer_double", sys.modules[__name__])
 
 
 def parse_args(argv: list[str]) -> dict:
@@ -125,7 +147,8 @@ def knob(name: str, default: str = "") -> str:
     and the hang to one arm)."""
     only = os.environ.get("DOUBLE_SHAPE_ARM")
     shaped = name in ("DOUBLE_STARTUP_SECONDS", "DOUBLE_EVAL_SECONDS", "DOUBLE_EVAL_ROW_SECONDS",
-                      "DOUBLE_IGNORE_TERM", "DOUBLE_HANG_AT_STEP", "DOUBLE_TRAIN_SKILL")
+                      "DOUBLE_IGNORE_TERM", "DOUBLE_HANG_AT_STEP", "DOUBLE_TRAIN_SKILL",
+                      "DOUBLE_RANK_IGNORES_TERM", "DOUBLE_TORCHRUN_GRACE_SECONDS")
     if shaped and only and only != ARM:
         return default
     return os.environ.get(name, default) or default
@@ -177,8 +200,8 @@ def zero_weight_metrics(env_block: dict) -> list[str]:
 def main(argv: list[str]) -> int:
     global ARM
     as_evals = bool(argv) and argv[0] == "--evals"
-    if as_evals:   # the final-eval contract: --evals --tokenizer MODEL @ evals.toml --flags
-        argv = argv[3:] if argv[1:2] == ["--tokenizer"] else argv[1:]
+    if as_evals:   # the standalone evals entrypoint: --evals @ evals.toml --flags
+        argv = argv[1:]
     cfg = parse_args(argv)
     ARM = arm_of(cfg.get("output_dir"))
     if knob("DOUBLE_IGNORE_TERM"):
@@ -188,18 +211,73 @@ def main(argv: list[str]) -> int:
     if os.environ.get("DOUBLE_LAUNCH_LOG"):
         log = Path(os.environ["DOUBLE_LAUNCH_LOG"])
         earlier = [json.loads(x)["pid"] for x in log.read_text().splitlines()] if log.exists() else []
+        trees = Path(str(log) + ".trees")
+        earlier += [pid for x in (trees.read_text().splitlines() if trees.exists() else [])
+                    for pid in json.loads(x)["pids"]]
         with open(log, "a") as f:
             f.write(json.dumps({"pid": os.getpid(), "output_dir": cfg.get("output_dir"), "argv": argv,
                                 "alive_before": still_running(earlier), "ts": time.time()}) + "\n")
     time.sleep(float(knob("DOUBLE_STARTUP_SECONDS", "0")))
-    if as_evals or "source" in cfg.get("orchestrator", {}).get("train", {}):
+    generation = "current" if "source" in cfg.get("orchestrator", {}).get("train", {}) else "classic"
+    if as_evals:
         import trainer_double_current as current
 
-        return current.evals(cfg) if as_evals else current.rl(cfg)
+        return current.evals(cfg)
     for required in ("trainer", "orchestrator"):
         if required not in cfg:
             print(f"--{required}  Field required", file=sys.stderr)
             return 1
+    import double_launcher
+
+    refused = double_launcher.refusal(cfg, generation)
+    if refused:
+        print(refused, file=sys.stderr)
+        return 1
+    tree = double_launcher.Tree(cfg, generation)
+    if generation == "current":
+        import trainer_double_current as current
+
+        rc = current.rl(cfg)
+    else:
+        rc = rl_classic(cfg)
+    tree.cleanup()   # entrypoints/rl.py:405-407: after the run, as after a failure
+    return rc
+
+
+def zero_advantage_enforced(orch: dict) -> bool:
+    """configs/orchestrator.py:505-509,583@09e2977: the default filters enforce zero-advantage
+    filtering; a `filters` list replaces the defaults whole."""
+    filters = orch.get("filters")
+    if filters is None:
+        return True
+    return any(f.get("type") == "zero_advantage" and f.get("enforce", True) for f in filters)
+
+
+def write_weights(w: Path, step: int, skill: float) -> None:
+    """trainer/ckpt.py:354-367@09e2977: weights (sharded above 5 GB, trainer/weights.py:82-113;
+    how many shards is the model's size: DOUBLE_WEIGHT_SHARDS), config, generation config and
+    tokenizer, then STABLE."""
+    w.mkdir(parents=True, exist_ok=True)
+    shards = int(os.environ.get("DOUBLE_WEIGHT_SHARDS", "1") or 1)
+    payload = json.dumps({"step": step, "skill": skill})
+    if shards == 1:
+        (w / "model.safetensors").write_text(payload)
+    else:
+        names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+        for name in names:
+            (w / name).write_text(payload)
+        (w / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {"total_size": 0}, "weight_map": {f"layer.{i}": n for i, n in enumerate(names)}}))
+    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        (w / name).write_text(json.dumps({"step": step}))
+    (w / "STABLE").write_text("")
+
+
+def rl_classic(cfg: dict) -> int:
+    """The classic `rl`, as rl_contract/classic.py states it (each line cited there)."""
+    from rl_contract.classic import MAX_EMPTY_BATCH_ATTEMPTS, ClassicLayout
+
+    layout = ClassicLayout()
     out = Path(cfg.get("output_dir", "outputs"))
     orch = cfg["orchestrator"]
     max_steps = int(cfg["max_steps"])
@@ -212,9 +290,9 @@ def main(argv: list[str]) -> int:
     resume = ckpt.get("resume_step")
     start = 0
     if resume is not None:
-        for tree in (out / "checkpoints" / f"step_{resume}", out / "weights" / f"step_{resume}",
-                     out / "run_default" / "checkpoints" / f"step_{resume}",
-                     out / "run_default" / "broadcasts" / f"step_{resume}"):
+        # a resume reads the trainer's and orchestrator's checkpoints and the step's broadcast,
+        # never weights/step_F (trainer/rl/train.py:133-137; orchestrator.py:295,309-313)
+        for tree in layout.resume_trees(out, int(resume)):
             if not tree.exists():
                 print(f"FileNotFoundError: {tree}", file=sys.stderr)
                 return 1
@@ -222,8 +300,13 @@ def main(argv: list[str]) -> int:
     if start >= max_steps:
         print("KeyError: 'perf/peak_memory'", file=sys.stderr)
         return 1
+    evicted = layout.evicted_file(out)
+    if evicted.exists():   # orchestrator.py:326-329
+        print(f"RuntimeError: Run evicted by trainer: {evicted.read_text().strip()}", file=sys.stderr)
+        return 1
     train_envs = orch.get("train", {}).get("env") or [{"id": "reverse-text"}]
-    eval_envs = (orch.get("eval") or {}).get("env") or []
+    eval_cfg = orch.get("eval") or {}
+    eval_envs = eval_cfg.get("env") or []
     train_rows = {e["id"]: load_rows(e, "train") for e in train_envs}
     # behaviour is a function of the data, not of package names (which carry a per-run tag)
     content = {k: hashlib.sha256(json.dumps([r.get("question", r.get("prompt")) for r in v],
@@ -234,8 +317,14 @@ def main(argv: list[str]) -> int:
     hang = int(knob("DOUBLE_HANG_AT_STEP", "0"))
     pause = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
     interval = int(ckpt.get("interval") or max_steps)
+    filtering = zero_advantage_enforced(orch)
     rdir = out / "run_default"
-    for step in range(start + 1, max_steps + 1):
+    (rdir / "control").mkdir(parents=True, exist_ok=True)   # orchestrator.py:103-106 (orch.toml)
+    (rdir / "control" / "orch.toml").write_text("")
+    if eval_envs and resume is None and eval_cfg.get("eval_base_model", True):
+        # a fresh run evaluates the base model at step 0 (eval_utils.py:22-24)
+        write_eval_rows(layout.eval_file(out, 0), eval_lines(eval_envs, 0.2))
+    for step in range(start + 1, max_steps + 1):   # the trainer's steps; rows filed below
         if step == crash:
             print(f"RuntimeError: injected crash at step {step}", file=sys.stderr)
             return 1
@@ -243,63 +332,38 @@ def main(argv: list[str]) -> int:
             while True:
                 time.sleep(60)
         time.sleep(pause)
-        rows = []
-        n_prompts = batch // rpe
-        taken: set = set()
-        for j in range(n_prompts):
-            env_id = sorted(train_rows, key=content.get)[j % len(train_rows)]
-            pool = train_rows[env_id]
-            i = int(frac(step, j, content[env_id]) * len(pool))
-            while (env_id, i) in taken and len(taken) < sum(map(len, train_rows.values())):
-                i = (i + 1) % len(pool)     # one group per example in a step, as prime-rl draws
-            taken.add((env_id, i))
-            ex = pool[i]
-            for k in range(rpe):
-                ok = frac("train", step, j, k) < float(knob("DOUBLE_TRAIN_SKILL", str(skill)))
-                rows.append({
-                    "example_id": ex.get("example_id", j), "env_name": env_id,
-                    "prompt": ex.get("prompt"), "answer": ex.get("answer"), "info": ex.get("info"),
-                    "completion": [{"role": "assistant", "content": f"(double) {'right' if ok else 'wrong'} {k}"}],
-                    "reward": float(ok), "metrics": {"is_correct": float(ok)},
-                    "is_completed": True, "is_truncated": False, "advantage": 0.0,
-                    "timing": {"total_ms": 1.0}, "filters": {}, "is_filtered": False,
-                })
-        sdir = rdir / "rollouts" / f"step_{step}"
-        sdir.mkdir(parents=True, exist_ok=True)
-        (sdir / "train_rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        if (step % interval == 0 or step == max_steps) and not os.environ.get("DOUBLE_SKIP_CHECKPOINT"):
-            (out / "checkpoints" / f"step_{step}" / "trainer").mkdir(parents=True, exist_ok=True)
-            (out / "checkpoints" / f"step_{step}" / "trainer" / "__0_0.distcp").write_text(f"step {step}")
-            (out / "checkpoints" / f"step_{step}" / "STABLE").write_text("")
-            w = out / "weights" / f"step_{step}"
-            w.mkdir(parents=True, exist_ok=True)
-            for name in ("model.safetensors", "config.json", "tokenizer.json"):
-                (w / name).write_text(json.dumps({"step": step, "skill": skill}))
-            (rdir / "checkpoints" / f"step_{step}" / "orchestrator").mkdir(parents=True, exist_ok=True)
-            (rdir / "broadcasts" / f"step_{step}").mkdir(parents=True, exist_ok=True)
-    # every eval env's rows go into one file, in config order, unlabelled, as prime-rl writes them
-    path = rdir / "rollouts" / f"step_{max_steps}" / "eval_rollouts.jsonl"
-    lines = []
-    from rl_contract.rows import SELECTION_METRIC
-
-    for e in [] if os.environ.get("DOUBLE_SKIP_EVAL") else eval_envs:
-        # prime-rl's classic eval rows carry the env's metrics, and no env name
-        # (rl_contract/rows.py); the one metric simulated is the selection label, 1 on every row
-        marks = {SELECTION_METRIC: 1.0} if SELECTION_METRIC in zero_weight_metrics(e) else {}
-        rows = load_rows(e, "eval")[: int(e.get("num_examples", -1)) if int(e.get("num_examples", -1)) > 0 else None]
-        if os.environ.get("DOUBLE_EVAL_ROWS"):
-            rows = rows[:int(os.environ["DOUBLE_EVAL_ROWS"])]
+        rows_step = layout.rows_step(step)   # the orchestrator's step when it samples
+        for attempt in range(MAX_EMPTY_BATCH_ATTEMPTS):   # orchestrator.py:422-450
+            rows = sample_batch(train_rows, content, batch, rpe, step, attempt, skill)
+            live = {(r["env_name"], r["example_id"]) for r in rows if r["reward"] > 0} & \
+                {(r["env_name"], r["example_id"]) for r in rows if r["reward"] <= 0}
+            if live or not filtering:
+                break
+            if attempt == MAX_EMPTY_BATCH_ATTEMPTS - 1:
+                reason = (f"All {len(rows)} rollouts were filtered out on {MAX_EMPTY_BATCH_ATTEMPTS} "
+                          f"consecutive attempts at step {rows_step}")
+                evicted.write_text(reason)
+                print(f"RuntimeError: {reason}", file=sys.stderr)
+                return 1
         for r in rows:
-            # the env's id without the run's tag (`_<6 hex>`, the selection env's): as in a real
-            # trainer, no name a run picks for itself enters a draw, so one seed gives one result
-            env_key = re.sub(r"_[0-9a-f]{6}$", "", e["id"])
-            ok = frac("eval", r.get("example_id"), env_key, *([json.dumps(e["args"], sort_keys=True)] if e.get("args") else [])) < skill
-            lines.append(json.dumps({
-                "example_id": r.get("example_id"), "prompt": r.get("prompt"),
-                "answer": r.get("answer"), "info": r.get("info"),
-                "completion": [{"role": "assistant", "content": "(double)"}],
-                "reward": float(ok), "metrics": {"is_correct": float(ok), **marks},
-                "is_completed": True, "is_truncated": False}) + "\n")
+            key = (r["env_name"], r["example_id"])
+            r["is_filtered"] = filtering and key not in live
+            r["filters"] = {"zero_advantage": r["is_filtered"]}
+        write_train_rows(layout.train_file(out, rows_step), rows)
+        if (step % interval == 0 or step == max_steps) and not os.environ.get("DOUBLE_SKIP_CHECKPOINT"):
+            trainer, weights, orch_ckpt, broadcast = layout.checkpoint_trees(out, step)
+            (trainer / "trainer").mkdir(parents=True, exist_ok=True)
+            (trainer / "trainer" / "__0_0.distcp").write_text(f"step {step}")
+            (trainer / "STABLE").write_text("")
+            write_weights(weights, step, skill)
+            orch_ckpt.mkdir(parents=True, exist_ok=True)
+            (orch_ckpt / "orchestrator").mkdir(parents=True, exist_ok=True)
+            broadcast.mkdir(parents=True, exist_ok=True)
+            (broadcast / "STABLE").write_text("")
+    # the final eval alone lands in step_max (orchestrator.py:813-834): every eval env's rows in
+    # one file, in config order, unlabelled
+    path = layout.eval_file(out, layout.final_eval_step(max_steps))
+    lines = [] if os.environ.get("DOUBLE_SKIP_EVAL") else eval_lines(eval_envs, skill)
     if lines:
         write_eval_rows(path, lines)
     torn = os.environ.get("DOUBLE_TORN_EVAL")
@@ -308,6 +372,70 @@ def main(argv: list[str]) -> int:
         path.write_text(text[:len(text) - len(text.splitlines()[-1]) // 2 - 1])
     print("RL training finished!")
     return 0
+
+
+def sample_batch(train_rows: dict, content: dict, batch: int, rpe: int, step: int, attempt: int,
+                 skill: float) -> list[dict]:
+    """One batch: batch // rpe prompts, one group each, drawn by a seeded function of the step
+    (and the attempt: a redrawn batch is new rollouts)."""
+    rows = []
+    taken: set = set()
+    for j in range(batch // rpe):
+        env_id = sorted(train_rows, key=content.get)[j % len(train_rows)]
+        pool = train_rows[env_id]
+        i = int(frac(step, j, content[env_id], *([attempt] if attempt else [])) * len(pool))
+        while (env_id, i) in taken and len(taken) < sum(map(len, train_rows.values())):
+            i = (i + 1) % len(pool)     # one group per example in a step, as prime-rl draws
+        taken.add((env_id, i))
+        ex = pool[i]
+        for k in range(rpe):
+            ok = frac("train", step, j, k, *([attempt] if attempt else [])) < \
+                float(knob("DOUBLE_TRAIN_SKILL", str(skill)))
+            rows.append({
+                "example_id": ex.get("example_id", j), "env_name": env_id,
+                "prompt": ex.get("prompt"), "answer": ex.get("answer"), "info": ex.get("info"),
+                "completion": [{"role": "assistant", "content": f"(double) {'right' if ok else 'wrong'} {k}"}],
+                "reward": float(ok), "metrics": {"is_correct": float(ok)}, "error": None,
+                "is_completed": True, "is_truncated": False, "advantage": 0.0,
+                "timing": {"total_ms": 1.0}, "filters": {}, "is_filtered": False,
+            })
+    return rows
+
+
+def write_train_rows(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def eval_lines(eval_envs: list[dict], skill: float) -> list[str]:
+    """Every eval env's rows, in config order, unlabelled: prime-rl's classic eval rows carry the
+    env's metrics and no env name (rl_contract/rows.py); the one metric simulated is the
+    selection label, 1 on every row."""
+    from rl_contract.rows import SELECTION_METRIC
+
+    lines = []
+    for e in eval_envs:
+        marks = {SELECTION_METRIC: 1.0} if SELECTION_METRIC in zero_weight_metrics(e) else {}
+        n = int(e.get("num_examples", -1))
+        rows = load_rows(e, "eval")[: n if n > 0 else None]
+        if os.environ.get("DOUBLE_EVAL_ROWS"):
+            rows = rows[:int(os.environ["DOUBLE_EVAL_ROWS"])]
+        errored = {int(x) for x in os.environ.get("DOUBLE_ERRORED_EVAL_ROWS", "").split(",") if x}
+        for i, r in enumerate(rows):
+            # the env's id without the run's tag (`_<6 hex>`, the selection env's): as in a real
+            # trainer, no name a run picks for itself enters a draw, so one seed gives one result
+            env_key = re.sub(r"_[0-9a-f]{6}$", "", e["id"])
+            ok = frac("eval", r.get("example_id"), env_key,
+                      *([json.dumps(e["args"], sort_keys=True)] if e.get("args") else [])) < skill
+            error = "ModelError: the inference request failed" if i in errored else None
+            lines.append(json.dumps({
+                "example_id": r.get("example_id"), "prompt": r.get("prompt"),
+                "answer": r.get("answer"), "info": r.get("info"),
+                "completion": [{"role": "assistant", "content": "(double)"}],
+                "reward": float(ok and not error), "error": error,
+                "metrics": {"is_correct": float(ok and not error), **marks},
+                "is_completed": error is None, "is_truncated": False}) + "\n")
+    return lines
 
 
 if __name__ == "__main__":

@@ -1,23 +1,31 @@
-"""The current-generation half of the trainer double (prime-rl v0.8.1.dev57 .. dev67): `rl` and
-the standalone `evals`, as trainer_double.py dispatches them.
+"""The current-generation half of the trainer double (prime-rl v0.8.1.dev67 = 559b447): `rl` and
+`evals`, as trainer_double.py dispatches them, each behaviour as rl_contract/current.py states it
+(the lines of prime-rl it copies are cited there and here).
 
 `rl @ a.toml ... --flags`: prime-rl's composition; [trainer] and [orchestrator] required; the
 schema snapshot's closed tables (classic keys are rejected as prime-rl rejects them); one run
 dir R = output_dir/run.name (an unset name gets a random suffix per launch, as prime-rl's does);
 a fresh launch into a used R fails with FileExistsError; `[resume] step` (own R) or `dir`
-(another run's checkpoints/step_F) needs both checkpoint halves, refuses a renamed train source,
-and hangs at max_steps <= F as the real trainer does; resuming deletes rollouts and broadcasts
-past F. It writes R/rollouts/step_N/train/{all,effective}/traces.jsonl episodes (rewards as
-score x weight, task.key per task), R/checkpoints/step_N/{trainer,orchestrator}, the filesystem
-broadcast R/broadcasts/step_N + STABLE (step-2 cleaned unless on the checkpoint interval;
-nothing without [weight_broadcast] filesystem, NCCL being the default), R/metrics.jsonl, and
-the base eval as step_1 when [orchestrator.eval] is set. Tasksets load through verifiers.v1.
+(another run's checkpoints/step_F) needs both checkpoint halves, refuses train-source names that
+differ (as a set), and hangs at max_steps <= F as the real trainer does; resuming deletes
+rollouts and broadcasts past F. Steps run F+1 .. max_steps; every arriving episode is appended
+to R/rollouts/step_N/train/all/traces.jsonl under the step still collecting, the shipped batch to
+`effective`; a group's episodes share a group id. The zero-advantage filter is on by default: a
+batch with no group whose rewards differ is empty, does not advance the step, and ten in a row
+abort the run. After the final ship, late episodes spill into step_{max+1}/train/all
+(DOUBLE_SPILL_GROUPS, default 1: how many is not settled by the source). With the filesystem
+broadcast, R/broadcasts/step_N holds a weight shard and STABLE only (no config, no tokenizer;
+step-2 cleaned unless on the checkpoint interval). R/checkpoints/step_N/{trainer,orchestrator},
+R/metrics.jsonl, and the base eval as step_1 when [orchestrator.eval] is set.
 
-`--evals [--tokenizer MODEL] @ evals.toml --output-dir D`: one epoch of each eval source against the
-weights dir named by `model` (a broadcast), written to D/rollouts/step_0/eval/all/traces.jsonl.
+`evals @ evals.toml --output-dir D` (through `uv run evals`, tests/prime_rl_bin/uv): waits for
+the inference server (the inference double's readiness marker), then standalone evaluates what
+it serves at step 0, or online loads the broadcast at `online.resume_step` (with
+`eval.retrigger_on_resume`) and writes its episodes under that step. DOUBLE_ERRORED_EVAL_ROWS
+makes those eval rows errored episodes (ok = false, no traces).
 
 Learning is not simulated: correctness is a deterministic function of the train rows' content
-and the resume step, carried in the broadcast's config.json. Fault knobs as trainer_double.py.
+and the resume step, carried in the broadcast's shard. Fault knobs as trainer_double.py.
 """
 from __future__ import annotations
 
@@ -58,29 +66,46 @@ def tasks_of(source: dict) -> list[dict]:
     return cached_load(tid, ["taskset", taskset], load)
 
 
-def episode(task: dict, env_id: str, env_name: str, work: str, step: int, ok: bool) -> dict:
+def episode(task: dict, env_id: str, env_name: str, work: str, step: int, ok: bool,
+            group: str | None = None, errored: bool = False) -> dict:
+    """One vf.Episode record (verifiers v1/episode.py at the pin): a group's episodes share its
+    `group.id`, fresh per dispatch; an errored episode has ok = false, its errors, no reward."""
     prompt = task["prompt"] if isinstance(task["prompt"], str) else json.dumps(task["prompt"])
-    return {"id": secrets.token_hex(8), "env": {"id": env_id, "name": env_name},
-            "task": {"type": task["type"], "data": {"prompt": task["prompt"], "answer": task["answer"],
-                                                    "info": task["info"]},
-                     "key": task["key"], "hash": task["hash"]},
-            "group": {"id": secrets.token_hex(8)},
-            "run": {"type": "train", "id": "double", "name": "double",
-                    "work": {"type": work, "step": step, "policy": {"start": step - 1, "end": step - 1}}},
-            "ok": True, "errors": [],
-            "traces": [{"task": {"key": task["key"]},
-                        "nodes": [{"message": {"role": "user", "content": prompt}},
-                                  {"message": {"role": "assistant", "content": f"(double) {'right' if ok else 'wrong'}"},
-                                   "sampled": True, "parent": 0}],
-                        "rewards": {"correct": {"score": float(ok), "weight": 1.0}},
-                        "metrics": {"is_correct": float(ok)}, "is_completed": True, "ok": True,
-                        "stop_condition": "completed"}]}
+    ep = {"id": secrets.token_hex(8), "env": {"id": env_id, "name": env_name},
+          "task": {"type": task["type"], "data": {"prompt": task["prompt"], "answer": task["answer"],
+                                                  "info": task["info"]},
+                   "key": task["key"], "hash": task["hash"]},
+          "group": {"id": group or secrets.token_hex(8)},
+          "run": {"type": "train", "id": "double", "name": "double",
+                  "work": {"type": work, "step": step, "policy": {"start": step - 1, "end": step - 1}}},
+          "ok": True, "errors": [],
+          "traces": [{"task": {"key": task["key"]},
+                      "nodes": [{"message": {"role": "user", "content": prompt}},
+                                {"message": {"role": "assistant", "content": f"(double) {'right' if ok else 'wrong'}"},
+                                 "sampled": True, "parent": 0}],
+                      "rewards": {"correct": {"score": float(ok), "weight": 1.0}},
+                      "metrics": {"is_correct": float(ok)}, "is_completed": True, "ok": True,
+                      "stop_condition": "completed"}]}
+    if errored:
+        ep.update(ok=False, errors=["ModelError: the inference request failed"], traces=[])
+    return ep
+
+
+def append(path: Path, episodes: list[dict]) -> None:
+    """monitors/file.py:43-55: a per-step episode file, appended to."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write("".join(json.dumps(e) + "\n" for e in episodes))
+
+
+def weights_skill(broadcast: Path) -> float:
+    """The double's weights carry its skill in the shard's placeholder bytes."""
+    return json.loads((broadcast / "model.safetensors").read_text())["skill"]
 
 
 def rl(cfg: dict) -> int:
-    for required in ("trainer", "orchestrator"):
-        if required not in cfg:
-            return fail(f"--{required}  Field required")
+    from rl_contract.current import MAX_CONSECUTIVE_EMPTY_BATCHES
+
     unknown = current_schema.unknown_keys(cfg)
     if unknown:
         return fail(f"Extra inputs are not permitted: {', '.join(unknown)}")
@@ -111,7 +136,7 @@ def rl(cfg: dict) -> int:
         if not progress.exists():
             return fail(f"Orchestrator checkpoint not found at {progress}")
         saved = json.loads(progress.read_text())["train_source"]["names"]
-        if saved != names:
+        if set(saved) != set(names):   # train_source.py:73-82 compares the names as sets
             return fail(f"Train-source checkpoint envs {saved} do not match configured envs {names}")
         for d in ("rollouts", "broadcasts"):   # clean_future_steps
             for p in (R / d).glob("step_*"):
@@ -131,41 +156,63 @@ def rl(cfg: dict) -> int:
     pause = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
     interval = int((cfg.get("ckpt") or {}).get("interval") or max_steps)
     filesystem = (cfg.get("weight_broadcast") or {}).get("type") == "filesystem"
+    # configs/orchestrator.py:270: zero-advantage samples are filtered unless turned off
+    filtering = (orch.get("train") or {}).get("filter_zero_advantages", True)
     R.mkdir(parents=True, exist_ok=True)
     ev = orch.get("eval")
     if ev and resume is None and not ev.get("skip_first_step"):
         write_eval(R / "rollouts" / "step_1" / "eval" / "all" / "traces.jsonl", ev["source"],
                    int(ev.get("num_examples", -1)), 0.2, step=1)
     cursor = 0
-    for step in range(start + 1, max_steps + 1):
-        if step == crash:
-            return fail(f"RuntimeError: injected crash at step {step}")
-        if step == hang:
-            while True:
-                time.sleep(60)
-        time.sleep(pause)
+    empty = 0
+
+    def draw(step: int, tag) -> list[dict]:
+        nonlocal cursor
         episodes = []
         for j in range(batch // group):
             name = names[j % len(names)]
             pool = rows[name]
             task = pool[cursor % len(pool)]   # the default sampler cycles in order
             cursor += 1
+            gid = secrets.token_hex(8)
             for k in range(group):
                 episodes.append(episode(task, sources[names.index(name)]["env"]["taskset"]["id"],
-                                        name, "train", step, frac("train", step, j, k) < float(knob("DOUBLE_TRAIN_SKILL", str(skill)))))
-        for subset in ("all", "effective"):
-            path = R / "rollouts" / f"step_{step}" / "train" / subset / "traces.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(json.dumps(e) + "\n" for e in episodes))
+                                        name, "train", step, frac("train", step, j, k, *tag) <
+                                        float(knob("DOUBLE_TRAIN_SKILL", str(skill))), group=gid))
+        return episodes
+
+    step = start + 1   # orchestrator.py:321 (types.py:27-30: 1-indexed, trainer-aligned)
+    while step <= max_steps:
+        if step == crash:
+            return fail(f"RuntimeError: injected crash at step {step}")
+        if step == hang:
+            while True:
+                time.sleep(60)
+        time.sleep(pause)
+        episodes = draw(step, [empty] if empty else [])
+        # every arriving episode is logged to `all` under the step still collecting (:591-592)
+        append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl", episodes)
+        spread = {}
+        for e in episodes:
+            spread.setdefault(e["group"]["id"], set()).add(e["traces"][0]["rewards"]["correct"]["score"])
+        if filtering and not any(len(v) > 1 for v in spread.values()):
+            empty += 1   # an empty batch does not advance the step (:640-652)
+            if empty >= MAX_CONSECUTIVE_EMPTY_BATCHES:
+                return fail(f"RuntimeError: {empty} consecutive empty train batches — check algorithm "
+                            "credit and task difficulty.")
+            continue
+        empty = 0
+        append(R / "rollouts" / f"step_{step}" / "train" / "effective" / "traces.jsonl", episodes)
         with open(R / "metrics.jsonl", "a") as f:
             f.write(json.dumps({"step": step, "time": time.time(),
                                 "reward/mean": sum(e["traces"][0]["rewards"]["correct"]["score"]
                                                    for e in episodes) / len(episodes)}) + "\n")
         if filesystem:
+            # transports/weights/filesystem.py:33-75: weight shards and STABLE, no config or
+            # tokenizer (utils/weights.py:184-234: one shard is model.safetensors)
             b = R / "broadcasts" / f"step_{step}"
             b.mkdir(parents=True, exist_ok=True)
-            for name in ("model.safetensors", "config.json"):
-                (b / name).write_text(json.dumps({"step": step, "skill": skill}))
+            (b / "model.safetensors").write_text(json.dumps({"step": step, "skill": skill}))
             (b / "STABLE").write_text("")
             old = R / "broadcasts" / f"step_{step - 2}"
             if old.exists() and (step - 2) % interval:
@@ -177,13 +224,22 @@ def rl(cfg: dict) -> int:
             (c / "orchestrator").mkdir(parents=True, exist_ok=True)
             (c / "orchestrator" / "progress.pt").write_text(json.dumps(
                 {"progress": {"step": step}, "train_source": {"names": names, "cursor": cursor}}))
-    print("RL training finished!")
+        step += 1   # :690
+    # the final ship moved the step to max + 1, and episodes still in flight land there before
+    # the drain (:690,761-776); how many is not settled by the source: DOUBLE_SPILL_GROUPS
+    # groups, the last one cut short (default 1)
+    spill = int(os.environ.get("DOUBLE_SPILL_GROUPS", "1") or 0)
+    if spill:
+        late = draw(step, ["spill"])[: spill * group - max(1, group // 2)]
+        append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl", late)
+    print("Training finished!")
     return 0
 
 
 def write_eval(path: Path, sources: list[dict], default_n: int, skill: float, step: int) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     limit = int(os.environ.get("DOUBLE_EVAL_ROWS", "0") or 0)
+    errored = {int(x) for x in os.environ.get("DOUBLE_ERRORED_EVAL_ROWS", "").split(",") if x}
     lines: list[str] = []
     for s in sources:
         n = int(s.get("num_examples", default_n))
@@ -191,25 +247,66 @@ def write_eval(path: Path, sources: list[dict], default_n: int, skill: float, st
             if limit and len(lines) >= limit:
                 break
             ok = frac("eval", t["key"], json.dumps(s["env"]["taskset"], sort_keys=True)) < skill
-            lines.append(json.dumps(episode(t, s["env"]["taskset"]["id"], s["name"], "eval", step, ok)) + "\n")
+            lines.append(json.dumps(episode(t, s["env"]["taskset"]["id"], s["name"], "eval", step, ok,
+                                            errored=len(lines) in errored)) + "\n")
     write_eval_rows(path, lines, mode="a")
     return len(lines)
 
 
+def wait_for_server(cfg: dict) -> str | None:
+    """utils/client.py:174-200: poll the server until it is ready, for up to
+    eval.client.wait_for_ready_timeout (1800 s, configs/shared.py:157); the inference double
+    marks readiness in DOUBLE_SERVER_DIR (DOUBLE_READY_TIMEOUT_SECONDS scales the wait).
+    Returns the model the server serves, or None when it never became ready."""
+    from urllib.parse import urlparse
+
+    url = ((cfg.get("eval") or {}).get("client") or {}).get("base_url", "http://localhost:8000/v1")
+    port = urlparse(url).port or 8000
+    marker = Path(os.environ.get("DOUBLE_SERVER_DIR", "/tmp")) / f"ready-{port}"
+    timeout = float(os.environ.get("DOUBLE_READY_TIMEOUT_SECONDS",
+                                   (cfg.get("eval") or {}).get("client", {}).get("wait_for_ready_timeout", 1800)))
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if marker.exists():
+            return json.loads(marker.read_text())["model"]
+        time.sleep(0.05)
+    return None
+
+
 def evals(cfg: dict) -> int:
+    """`uv run evals @ evals.toml`: standalone (one epoch against whatever the server serves, at
+    step 0) or online (evals.py:239-312: wait for the broadcast at `resume_step`, load it into
+    the server, evaluate it under that step; with `retrigger_on_resume` off nothing past the
+    resume step is due and it exits without an episode, :74,286-309)."""
     unknown = current_schema.unknown_keys(cfg, current_schema.EVALS_SCHEMA)
     if unknown:
         return fail(f"Extra inputs are not permitted: {', '.join(unknown)}")
-    model = Path(cfg["model"])
-    if not (model / "config.json").exists() or not (model / "STABLE").exists():
-        return fail(f"inference server cannot load {model}: not a stable weight broadcast")
-    skill = json.loads((model / "config.json").read_text())["skill"]
+    served = wait_for_server(cfg)
+    if served is None:
+        return fail("TimeoutError: the inference server did not become ready "
+                    "(eval.client.wait_for_ready_timeout)")
+    if served != cfg.get("model", "Qwen/Qwen3-0.6B"):   # every request names `model`
+        return fail(f"NotFoundError: The model `{cfg.get('model')}` does not exist (served: {served})")
     out = Path(cfg.get("output_dir", "outputs"))
-    path = out / "rollouts" / "step_0" / "eval" / "all" / "traces.jsonl"
+    online = cfg.get("online")
+    skill, step = 0.2, 0    # the base model, as served
+    if online is not None:
+        step = int(online.get("resume_step") or 0)
+        if not (cfg.get("eval") or {}).get("retrigger_on_resume"):
+            print("Evals finished!")
+            return 0
+        broadcast = Path(online.get("broadcasts_dir") or out / "broadcasts") / f"step_{step}"
+        deadline = time.monotonic() + float(os.environ.get("DOUBLE_READY_TIMEOUT_SECONDS", "3600"))
+        while not (broadcast / "STABLE").exists():   # evals.py:250-258: waits for the broadcast
+            if time.monotonic() > deadline:
+                return fail(f"no stable broadcast at {broadcast}")
+            time.sleep(0.05)
+        skill = weights_skill(broadcast)   # pool.update_weights(broadcast_dir), :357
+    path = out / "rollouts" / f"step_{step}" / "eval" / "all" / "traces.jsonl"
     if os.environ.get("DOUBLE_SKIP_EVAL"):
         print("Evals finished!")
         return 0
-    write_eval(path, cfg["eval"]["source"], int(cfg["eval"].get("num_examples", -1)), skill, step=0)
+    write_eval(path, cfg["eval"]["source"], int(cfg["eval"].get("num_examples", -1)), skill, step=step)
     torn = os.environ.get("DOUBLE_TORN_EVAL")
     if torn and (torn == "1" or out.parents[2].name == torn) and path.exists():
         text = path.read_text()

@@ -35,6 +35,8 @@ def _numeric_view(row: dict) -> dict:
     return {   # numbers and labels only: a prompt, completion, answer or info never leaves here
         "example_id": row.get("example_id"),
         "env_name": row.get("env_name"),   # the config's own label for the eval env
+        # verifiers' `error`: the rollout failed (a model or env-server error), not the student
+        "errored": row.get("error") is not None,
         "reward": float(row.get("reward", 0.0) or 0.0),
         "metrics": {k: float(v) for k, v in metrics.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool)},
@@ -72,14 +74,20 @@ def aggregate(eval_file: Path, selection_env: str | None = None, view=None, *,
                           "measure safely; check the eval configs (iter_0's eval_overlay.toml or "
                           "the arm's rl.toml) and the trainer's version, then `driver resume` "
                           "re-evaluates this arm.")
-    report = [v for v in views if v["split"] == "eval"]
+    # an errored episode (an infrastructure error: no answer was scored) is counted apart,
+    # never as a wrong answer: accuracy and the paired tests are over the scored examples
+    report = [v for v in views if v["split"] == "eval" and not v.get("errored")]
+    errored = sum(1 for v in views if v["split"] == "eval" and v.get("errored"))
     if not report:
-        raise DriverError(f"eval file {path} is empty. `driver resume` retrains this arm.")
-    summary = _summarize(report)
-    chosen = [v for v in views if v["split"] == "selection"]
+        raise DriverError(f"eval file {path} has no scored row ({errored} errored). `driver "
+                          "resume` retrains this arm.")
+    summary = {**_summarize(report), "n_errored": errored}
+    chosen = [v for v in views if v["split"] == "selection" and not v.get("errored")]
     if chosen:
         sel = _summarize(chosen)
         summary["selection"] = {k: sel[k] for k in ("eval_acc", "n_eval", "correct_by_example")}
+        summary["selection"]["n_errored"] = sum(1 for v in views if v["split"] == "selection"
+                                                and v.get("errored"))
     return summary
 
 

@@ -18,8 +18,20 @@ def eval_config(ctx: Ctx, arm: Arm) -> dict:
     eval); iterations on --eval-examples of each split, controls on all of it."""
     knobs = eval_knobs(ctx, arm)
     return {"max_completion_tokens": knobs.max_completion_tokens,
+            "temperature": knobs.eval_temperature,
             "examples": {b.get("name") or "eval": b["num_examples"]
-                         for b in ctx.dialect.eval_env_blocks(ctx.hub, knobs)}}
+                         for b in ctx.dialect.eval_env_blocks(ctx.hub, knobs)},
+            "measures": measures(ctx)}
+
+
+def measures(ctx: Ctx) -> str:
+    """What an arm's final eval measures, as the trainer's source says (the summary prints it):
+    classic prime-rl's in-run eval sees the policy while the last updates land; the current
+    generation's `evals` loads the final broadcast alone; the embedded trainer evaluates after
+    its last update, in its one process."""
+    if ctx.state.backend == "local":
+        return "the arm's final weights alone: the embedded trainer evaluates after its last update"
+    return ctx.dialect.final_eval_measures
 
 
 def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) -> dict:
@@ -75,23 +87,26 @@ def _accuracy_line(summary: dict) -> str:
 
 
 def _train_reward(ctx: Ctx, arm: Arm) -> dict:
-    """Mean train reward per step (the trajectory), from train rollouts."""
-    rdir = ctx.dialect.rollouts_dir(arm.out)
-    per_step = {}
-    for s in ctx.dialect.steps(rdir):
-        if s <= (arm.resume_step or 0) or not ctx.dialect.train_file(arm.out, s).exists():
-            continue
-        rewards = [float(r.get("reward", 0.0)) for r in ctx.dialect.train_rows(arm.out, s)]
+    """Mean train reward per trainer step (the trajectory), from the launch's own train rows:
+    each of its steps, keyed by the trainer step it fed (F+1 .. M), never a window the run did
+    not train on; episodes that errored are counted apart, never as a reward of 0."""
+    start, final = arm.resume_step or 0, arm.final_step(ctx.state.steps_per_run)
+    per_step, errored, last_rows = {}, 0, None
+    for s in ctx.dialect.train_steps(arm.out, start, final):
+        rows = list(ctx.dialect.train_rows(arm.out, s))
+        errored += sum(1 for r in rows if r.get("errored"))
+        rewards = [float(r.get("reward", 0.0)) for r in rows if not r.get("errored")]
         if rewards:
-            per_step[str(s)] = sum(rewards) / len(rewards)
+            per_step[str(ctx.dialect.trained_step(s))] = sum(rewards) / len(rewards)
+            last_rows = (s, [r for r in rows if not r.get("errored")])
     mean = sum(per_step.values()) / len(per_step) if per_step else None
-    out = {"train_reward_mean": mean, "train_reward_by_step": per_step}
-    if per_step:   # does the last step still carry gradient? (driver diagnose's numbers)
+    out = {"train_reward_mean": mean, "train_reward_by_step": per_step, "train_errored": errored}
+    if last_rows:   # does the last step still carry gradient? (driver diagnose's numbers)
         from driver.analysis import diagnose
 
-        last = max(map(int, per_step))
+        last = ctx.dialect.trained_step(last_rows[0])
         try:
-            d = diagnose.diagnose(list(ctx.dialect.train_rows(arm.out, last)))
+            d = diagnose.diagnose(last_rows[1])
             out["train_diagnose"] = {"step": last, **{k: d[k] for k in (
                 "groups", "uniform_groups", "live_fraction_outcome", "live_fraction_reward",
                 "effort_kind", "effort_correlation", "truncation_rate", "verdict", "reasons")}}
@@ -117,7 +132,7 @@ def _billed(ctx: Ctx, arm: Arm) -> dict:
 
 
 def metrics_entry(summary: dict, **extra) -> dict:
-    keep = ("eval_acc", "eval_reward_mean", "n_eval", "eval_lenient_acc", "train_reward_mean",
+    keep = ("eval_acc", "eval_reward_mean", "n_eval", "n_errored", "eval_lenient_acc", "train_reward_mean",
             "checkpoint", "rows", "final_step", "train_diagnose", "eval_config", "cost_usd",
             "env_hub_ref")
     entry = {k: summary.get(k) for k in keep if k in summary}

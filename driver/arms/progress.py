@@ -4,20 +4,22 @@ student's build from the progress file it writes (student_build). Never from the
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 
 def training(dialect, out: Path, start_step: int, final_step: int, launched_ts: float | None) -> dict:
-    rdir = dialect.rollouts_dir(out)
-    steps = [s for s in dialect.steps(rdir) if s > start_step and dialect.train_file(out, s).exists()]
-    step = max(steps) if steps else start_step
-    done = step - start_step
+    """The launch's newest batch on disk names the trainer step under way (the layout says
+    which rollouts directory holds which step's batch: rl_contract)."""
+    steps = dialect.train_steps(out, start_step, final_step)
+    step = dialect.trained_step(max(steps)) if steps else start_step
+    done = len(steps)
     total = max(1, final_step - start_step)
     eta = None
     if done >= 1:
         first = dialect.train_file(out, min(steps)).stat().st_mtime
-        last = dialect.train_file(out, step).stat().st_mtime
+        last = dialect.train_file(out, max(steps)).stat().st_mtime
         origin = launched_ts if launched_ts else first
         # per-step time after the first step (start-up is not repeated); fall back to the average
         per_step = (last - first) / (done - 1) if done >= 2 else (last - origin)
@@ -61,3 +63,56 @@ def student_build(out: Path) -> str | None:
                 f"{float(p['loss']):.4f} · eta {duration(float(p['eta_s']))}")
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+class Printer:
+    """A launch's progress on stderr: on a terminal, one line updated in place each second; in
+    a pipe or a file (a log an agent reads), a plain line each time there is something new to
+    say (a new train step, a line of the student's build, each quarter of the eval's rows),
+    never one per poll."""
+
+    def __init__(self, label: str, dialect, out: Path, start: int, final: int,
+                 launched_ts: float | None, expected: int, quiet: bool = False):
+        self.label, self.dialect, self.out = label, dialect, out
+        self.start, self.final, self.launched_ts, self.expected = start, final, launched_ts, expected
+        self.quiet, self.tty = quiet, sys.stderr.isatty()
+        self.trains = start < final            # a final-weights eval has no train steps to show
+        self.building = self.trains            # before the first step: the student's build
+        self.last_key: tuple | None = None
+        self.last_shown = 0.0
+
+    def _emit(self, text: str) -> None:
+        print(("\r" + text + "   ") if self.tty else text, end="" if self.tty else "\n",
+              file=sys.stderr, flush=True)
+
+    def show(self, rows: int) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        p = training(self.dialect, self.out, self.start, self.final, self.launched_ts) if self.trains else None
+        if self.building:
+            if p is not None and p["step"] > self.start:
+                self.building = False
+            else:
+                build = student_build(self.out)
+                if build and ("build", build) != self.last_key:
+                    self.last_key, self.last_shown = ("build", build), now
+                    self._emit(f"[{self.label}] {build}")
+                return
+        if not self.trains and not rows:
+            return   # a final eval shows only its rows
+        text = line(self.label, p) if p is not None else f"[{self.label}]"
+        text += f" · eval rows {rows}/{self.expected}" if rows else ""
+        if self.tty:
+            if now - self.last_shown >= 1.0:
+                self.last_shown = now
+                self._emit(text)
+            return
+        key = (p["step"] if p else None, (4 * rows) // max(1, self.expected))
+        if key != self.last_key:
+            self.last_key = key
+            self._emit(text)
+
+    def close(self) -> None:
+        if self.tty and not self.quiet:
+            print(file=sys.stderr)

@@ -16,34 +16,47 @@ from driver.arms.arm import Arm
 from driver.backends import process as training
 from driver.context import Ctx
 from driver.envs import hub as envs
+from driver.errors import ControlSkipped
 from driver.run.files import atomic_write_text, read_json
 
 # writes a control's training rows to `dest` (its dataset.jsonl; files that ride with the rows,
 # such as aux_rewards.py, beside it) given the best iteration's record; returns what they are
 RowSource = Callable[[Ctx, dict, Path], str]
 REPLAYED = ("aux_rewards.py", "hparams.json")   # ride with a replayed dataset
+SKIPPED = "skipped, "   # how a skipped control's record in run.json's phase4_errors begins
+
+
+def carry_best_settings(ctx: Ctx, best: dict, dest: Path) -> list[str]:
+    """The best iteration's auxiliary rewards and hparams.json, copied beside a control's rows:
+    every control trains with the best iteration's steps and hyperparameters."""
+    src = (ctx.rd.path / best["dataset"]).parent
+    carried = [name for name in REPLAYED if (src / name).exists()]
+    for name in carried:
+        atomic_write_text(dest.parent / name, (src / name).read_text(encoding="utf-8"))
+    return carried
 
 
 def replay_best(ctx: Ctx, best: dict, dest: Path) -> str:
     """The best iteration's rows exactly as it trained on them: its dataset, its auxiliary
     rewards and its hparams.json."""
-    src = ctx.rd.path / best["dataset"]
-    carried = [name for name in REPLAYED if (src.parent / name).exists()]
-    for name in carried:
-        atomic_write_text(dest.parent / name, (src.parent / name).read_text(encoding="utf-8"))
-    atomic_write_text(dest, src.read_text(encoding="utf-8"))
+    carried = carry_best_settings(ctx, best, dest)
+    atomic_write_text(dest, (ctx.rd.path / best["dataset"]).read_text(encoding="utf-8"))
     return f"iter_{best['best_iter']}'s dataset replayed" + (f" with its {', '.join(carried)}" if carried else "")
 
 
 def untargeted(ctx: Ctx, best: dict, dest: Path) -> str:
-    """As many rows as the best iteration's, with nothing aimed at a weakness: the family
-    generator's untargeted distribution (in the best iteration's surface style and shares, so
-    wording is not what differs) where the env has one, else a seeded resample of the hub's
-    train rows."""
+    """As many rows as the best iteration's, with nothing aimed at a weakness, trained with the
+    best iteration's auxiliary rewards and hparams.json: the family generator's untargeted
+    distribution (in the best iteration's surface style and shares, so wording is not what
+    differs) where the env has one, else a seeded resample of the hub's train rows (where the
+    hub's reward scores against the env's own state, each carrying its ground truth as the
+    iteration's rows did). Rows the hub rubric could not score are no control: ControlSkipped."""
     from generators import family_for
 
     count = training.count_lines(ctx.rd.path / best["dataset"])
     fam = family_for(ctx.hub)
+    carried = carry_best_settings(ctx, best, dest)
+    with_settings = f", with iter_{best['best_iter']}'s {', '.join(carried)}" if carried else ""
     if fam is not None and fam.untargeted is not None:
         weakness = ctx.rd.path / Path(best["dataset"]).parent / "weakness.json"
         spec = read_json(weakness) if weakness.exists() else {}
@@ -51,9 +64,12 @@ def untargeted(ctx: Ctx, best: dict, dest: Path) -> str:
         # both writers write beside `dest` and rename into place
         fam.untargeted(count, out=str(dest), seed=ctx.state.seed, **kept)
         return f"{count} untargeted rows from {fam.module}.untargeted" + "".join(
-            f" ({k} {v})" for k, v in kept.items())
-    envs.sample_train_rows(ctx.trainer.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)
-    return f"{count} untargeted rows from a resample of the hub env's train rows"
+            f" ({k} {v})" for k, v in kept.items()) + with_settings
+    try:
+        envs.sample_train_rows(ctx.trainer.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)
+    except envs.UnscorableRows as e:
+        raise ControlSkipped(f"no untargeted rows the hub rubric can score: {e}") from None
+    return f"{count} untargeted rows from a resample of the hub env's train rows" + with_settings
 
 
 @dataclass(frozen=True)

@@ -8,37 +8,36 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
-import time
 from pathlib import Path
 
 from driver import faults
-from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows
+from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows, train_knobs
 from driver.backends import process as training
 from driver.backends.base import Command
 from driver.context import Ctx
 from driver.envs import hub as envs
-from driver.errors import DriverError
+from driver.errors import ArmAborted, DriverError
 from driver.arms import progress
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.run.model import Knobs
 from driver.run.rundir import now
 from rl_contract import composition
 
-PROGRESS_EVERY_S = 15.0   # plain progress lines when stderr is not a terminal
 
 
 def prestage(ctx: Ctx, arm: Arm) -> None:
-    """Copy iter_0's four checkpoint trees for step F into this arm's output dir."""
+    """Copy the trees a run resuming at iter_0's step F reads into this arm's output dir
+    (rl_contract: the trainer's and orchestrator's checkpoints and the step's broadcast; the
+    HF weights are never read on resume, so they are not copied)."""
     f = arm.resume_step
     src = ctx.iter_dir(0) / "prime_out"
-    trees = ctx.dialect.checkpoint_trees(src, f)
+    trees = ctx.dialect.resume_trees(src, f)
     missing = [str(t) for t in trees if not t.exists()]
     if missing:
         raise DriverError(f"cannot resume {arm.name} from iter_0 step {f}: missing checkpoint "
                           f"tree(s) {', '.join(missing)}. iter_0 must save a checkpoint at its "
                           "final step; rerun iter_0 (delete iter_0/ and resume).")
-    for s, d in zip(trees, ctx.dialect.checkpoint_trees(arm.out, f)):
+    for s, d in zip(trees, ctx.dialect.resume_trees(arm.out, f)):
         if d.exists():
             continue
         d.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +58,8 @@ def preflight(ctx: Ctx, arm: Arm, args: list[str]) -> None:
     except composition.CompositionError as e:
         raise DriverError(f"[{arm.name}] {e}") from None
     try:
-        ctx.dialect.check_effective(cfg, expect_resume=arm.resume_step)
+        ctx.dialect.check_effective(cfg, expect_resume=arm.resume_step,
+                                    fork_name=ctx.state.iter_0_train_source)
     except DriverError as e:
         raise DriverError(f"[{arm.name}] refusing to launch: {e}") from None
     ids = ctx.dialect.env_ids(cfg)
@@ -97,6 +97,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
     done_marker = arm.dir / "train_done.json"
     separate_eval = ctx.dialect.separate_final_eval
     if not done_marker.exists():
+        _raise_if_aborted(ctx, arm, final)
         eval_file = ctx.dialect.eval_file(arm.out, final)
         expected = 0 if separate_eval else expected_eval_rows(ctx, arm)
 
@@ -115,6 +116,8 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
 
         res = _launch_and_wait(ctx, arm.name, ctx.trainer.trainer(), prepare, arm.out, arm.log, eval_file,
                                expected, arm.resume_step or 0, final, "trainer")
+        if res.outcome == "failed":
+            _raise_if_aborted(ctx, arm, final)
         if res.outcome != "done":
             _raise_failed(ctx, arm.name, "training", res, arm.log, "retrains this arm (the failed "
                           "attempt's files are kept beside the new ones)")
@@ -133,6 +136,31 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         final_eval(ctx, arm, final)
 
 
+ABORTED = "aborted.json"
+
+
+def _raise_if_aborted(ctx: Ctx, arm: Arm, final: int) -> None:
+    """An arm prime-rl aborted on its own rule (rl_contract: the zero-advantage filter left
+    nothing to train on, as its files say) is recorded, its attempt set aside (a launch into an
+    output dir holding classic's control/evicted.txt aborts at once), and never retrained as it
+    was: ArmAborted, every time it is asked for, until its phase records it."""
+    from driver.run.files import read_json
+
+    record = arm.dir / ABORTED
+    if not record.exists():
+        if ctx.runner().exit_status(arm.log) in (None, 0):
+            return
+        knobs = train_knobs(ctx, arm)
+        reason = ctx.dialect.abort_reason(arm.out, arm.resume_step or 0, final,
+                                          knobs.batch_size // knobs.rollouts_per_example)
+        if reason is None:
+            return
+        atomic_write_json(record, {"reason": reason, "ts": now()})
+        retire_failed(arm)
+        ctx.trainer_done(f"{arm.name}: prime-rl aborted it: {reason}")
+    raise ArmAborted(arm.name, read_json(record)["reason"])
+
+
 def trained(ctx: Ctx, arm: Arm) -> bool:
     """The arm finished training, and where the final-weights eval is a launch of its own, that
     launch finished with a complete eval file (a torn one is set aside by evaluate)."""
@@ -141,7 +169,7 @@ def trained(ctx: Ctx, arm: Arm) -> bool:
     if not ctx.dialect.separate_final_eval:
         return True
     final = arm.final_step(ctx.state.steps_per_run)
-    return (ctx.trainer.runner().exit_status(arm.dir / "final_eval.log") == 0 and
+    return (ctx.runner().exit_status(arm.dir / "final_eval.log") == 0 and
             training.count_lines(ctx.dialect.eval_file(arm.out, final)) >= expected_eval_rows(ctx, arm))
 
 
@@ -158,15 +186,14 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
         for path in (out, log, training.rc_path(log)):
             set_aside(path)
         weights = ctx.dialect.weights_dir(arm.out, final)
-        if not weights.is_dir():
+        if not weights.is_dir():   # (its STABLE marker the eval launch checks where it runs)
             raise DriverError(f"[{arm.name}] no final weights at {weights}: the arm's run must "
                               "broadcast its weights to the filesystem. Retrain it: remove "
                               f"{arm.dir / 'train_done.json'} and `driver resume {ctx.rd.path}`.")
-        text = ctx.dialect.render_final_eval(ctx.hub, eval_knobs(ctx, arm), weights, out)
+        text = ctx.dialect.render_final_eval(ctx.hub, eval_knobs(ctx, arm), weights.parent, final, out)
         ctx.dialect.check_final_eval(text)
         atomic_write_text(cfg, text)
-        # the student's tokenizer rides along: a broadcast may hold weights without one
-        return ["--tokenizer", ctx.state.model, "@", str(cfg), "--output-dir", str(out)]
+        return ["@", str(cfg), "--output-dir", str(out)]
 
     evaluator = ctx.trainer.final_evaluator()
     if evaluator is None:
@@ -186,13 +213,14 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
     """Launch (once, with prepare()'s arguments) or re-attach, then poll until the process ends:
     done needs exit status 0 and `expected` rows in eval_file."""
     st = ctx.state
-    runner = ctx.trainer.runner()
+    runner = ctx.runner()
     steps = {"start_step": start, "final_step": final}
     tp = runner.find(st.trainer, out)
     if tp is None:
         if runner.exit_status(log) == 0 and training.count_lines(eval_file) >= expected:
             return training.PollResult("done", 0, training.count_lines(eval_file))
         args = prepare()
+        _ports_free(ctx, label, args)
         faults.point(f"{point}:before-launch")
         tp = runner.launch(command, args, out, log).model_copy(update=steps)
         ctx.trainer_running(tp)
@@ -203,47 +231,18 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
         ctx.trainer_running(tp)
         ctx.say(f"[{label}] re-attached to running {what} ({tp.handle}); not relaunching")
 
-    last_shown = [0.0]
-    tty = sys.stderr.isatty()
-    run_out = out if start < final else None    # a final eval has no train steps to show
-
-    # before the first train step: the built-in student's build, each new line of it
-    build_shown: list[str | None] = [None]
-    building = [run_out is not None]
+    printer = progress.Printer(label, ctx.dialect, out, tp.start_step, final, tp.launched_ts,
+                               expected, quiet=ctx.quiet)
 
     def tick(rows):
         faults.point("train:poll")
-        t = time.monotonic()
-        if building[0] and not ctx.quiet:
-            if progress.training(ctx.dialect, out, tp.start_step, final, None)["step"] > tp.start_step:
-                building[0] = False
-            else:
-                build = progress.student_build(out)
-                if build and build != build_shown[0]:
-                    build_shown[0], last_shown[0] = build, t
-                    text = f"[{label}] {build}"
-                    print(("\r" + text + "   ") if tty else text, end="" if tty else "\n",
-                          file=sys.stderr, flush=True)
-                    return
-        if t - last_shown[0] >= (1.0 if tty else PROGRESS_EVERY_S) and not ctx.quiet:
-            last_shown[0] = t
-            if run_out is None and not rows:
-                return   # a final eval shows only its rows
-            text = (progress.line(label, progress.training(ctx.dialect, run_out, tp.start_step, final,
-                                                           tp.launched_ts))
-                    if run_out is not None else f"[{label}]")
-            text += f" · eval rows {rows}/{expected}" if rows else ""
-            # a terminal gets one line updated in place; a pipe or file gets plain lines
-            print(("\r" + text + "   ") if tty else text, end="" if tty else "\n",
-                  file=sys.stderr, flush=True)
+        printer.show(rows)
 
-    rollouts = ctx.dialect.rollouts_dir(out)
     limits = training.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s)
     res = runner.poll(tp, log, eval_file, expected, limits=limits, steps=final - start,
-                      progress=lambda: sum(1 for s in ctx.dialect.steps(rollouts) if s > start),
+                      progress=lambda: len(ctx.dialect.train_steps(out, start, final)),
                       interval=ctx.poll_interval, on_tick=tick)
-    if tty and not ctx.quiet:
-        print(file=sys.stderr)
+    printer.close()
     if res.outcome in ("stalled", "timeout"):
         # a silent or overlong trainer is ours to stop, and is gone before anything else is
         # launched (it is never relaunched while alive, nor left running); resume retrains
@@ -251,6 +250,23 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
         res = training.PollResult("failed", None, res.eval_rows,
                                   f"{res.detail}; the {what} ({tp.handle}) was stopped")
     return res
+
+
+def _ports_free(ctx: Ctx, label: str, args: list[str]) -> None:
+    """A launch that starts a server here waits for its ports: a server of the previous launch
+    may still be shutting down (given PORT_RELEASE_S), anyone else's holds it (refused)."""
+    from driver.backends import LocalServers
+
+    if not isinstance(ctx.trainer, LocalServers):
+        return
+    try:
+        ports = ctx.trainer.ports(composition.compose(args))
+        training.wait_ports_free(ports, training.PORT_RELEASE_S)
+    except composition.CompositionError:
+        return   # preflight has refused it already, where it could not compose
+    except OSError as e:
+        raise DriverError(f"[{label}] not launched: {e}. Stop that process, then `driver resume "
+                          f"{ctx.rd.path}`.") from None
 
 
 def _raise_failed(ctx: Ctx, label: str, noun: str, res: training.PollResult, log: Path,
@@ -266,47 +282,76 @@ def retire_failed(arm: Arm) -> None:
         set_aside(p)
 
 
-def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> list[dict]:
+def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[dict], str | None]:
     """The gradient probe as one step of the backend's own trainer: from the arm's start
     (iter_0's checkpoint), on the arm's generated env, `prompts` x group-size rollouts, no eval.
     That step's train rollouts were sampled by the anchor student: they are the probe's. Its
     weight update is thrown away with its output (only the rows are kept), so it costs a
-    trainer start-up and one step (about 5% of a 100-step arm on a GPU node)."""
+    trainer start-up and one step (about 5% of a 100-step arm on a GPU node).
+
+    prime-rl's zero-advantage filter would turn a dataset with no live group (what the probe is
+    for) into an aborted launch: the probe turns it off (the dialect's probe_overlay) and
+    measures the rows itself. Returns (rows, None), or ([], prime-rl's reason) when the launch
+    was aborted on that rule all the same (a canonical config's own filter, say): either way a
+    verdict on the dataset, never a halt."""
+    import tomli_w
+
     d = arm.dir / "probe"
     probe = Arm(f"{arm.name} probe", d, resume_step=arm.resume_step, package=arm.package,
                 dataset=arm.dataset)
     start = arm.resume_step or 0
     rows_path = d / "train_rollouts.jsonl"
-    if not rows_path.exists():
+    aborted_path = d / ABORTED
+    if not rows_path.exists() and not aborted_path.exists():
         one_step = knobs.model_copy(update={"batch_size": prompts * knobs.rollouts_per_example,
                                             "steps_per_run": 1})
         cfg = d / "rl.toml"
         text = ctx.dialect.render_run(
             arm=probe.name, purpose="gradient probe: one step from iter_0 on the generated env",
             hub=ctx.hub, knobs=one_step, eval_knobs=None,
-            train_envs=ctx.dialect.train_sources(probe.package or "", None, arm.source_name),
+            train_envs=ctx.dialect.train_sources(probe.package or "", None, arm.source_name,
+                                                  fork_name=ctx.state.iter_0_train_source),
             resume_step=probe.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-        ctx.dialect.check_rendered(text, expect_resume=probe.resume_step)
+        ctx.dialect.check_rendered(text, expect_resume=probe.resume_step,
+                                   fork_name=ctx.state.iter_0_train_source)
         if not cfg.exists() or cfg.read_text() != text:
             atomic_write_text(cfg, text)
+        overlay = d / "probe_overlay.toml"
+        overlay_text = ("# the gradient probe measures live groups itself: prime-rl's "
+                        "zero-advantage filter off\n" + tomli_w.dumps(ctx.dialect.probe_overlay))
+        if not overlay.exists() or overlay.read_text() != overlay_text:
+            atomic_write_text(overlay, overlay_text)
 
         def prepare() -> list[str]:
             if probe.log.exists():
                 retire_failed(probe)
             if probe.resume_step is not None and not ctx.dialect.forks_checkpoints:
                 prestage(ctx, probe)
-            args = [x for p in config_files(ctx, cfg) for x in ("@", str(p))]
+            args = [x for p in [*config_files(ctx, cfg), overlay] for x in ("@", str(p))]
             args += ["--output-dir", str(probe.out)]
             preflight(ctx, probe, args)
             return args + ctx.trainer.seed_args(ctx.state.seed)
 
         res = _launch_and_wait(ctx, probe.name, ctx.trainer.trainer(), prepare, probe.out, probe.log,
                                probe.out / "no-eval", 0, start, start + 1, "probe", point="probe")
-        if res.outcome != "done" or not ctx.dialect.train_file(probe.out, start + 1).exists():
-            _raise_failed(ctx, probe.name, "gradient probe", res, probe.log,
-                          "runs the probe again")
-        rows = list(ctx.dialect.train_rows(probe.out, start + 1))
-        atomic_write_text(rows_path, "".join(json.dumps(r) + "\n" for r in rows))
-        ctx.trainer_done()
-        shutil.rmtree(probe.out)   # a throwaway update: checkpoints of a step nobody trains on
-    return [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()]
+        # the one step's batch, where the layout files it (rl_contract: classic one below)
+        rows_step = ctx.dialect.rows_step(start + 1)
+        if res.outcome != "done":
+            reason = ctx.dialect.abort_reason(probe.out, start, start + 1, prompts)
+            if reason is None:
+                _raise_failed(ctx, probe.name, "gradient probe", res, probe.log, "runs the probe again")
+            atomic_write_json(aborted_path, {"reason": reason, "ts": now()})
+            ctx.trainer_done()
+            retire_failed(probe)
+        elif not ctx.dialect.train_file(probe.out, rows_step).exists():
+            _raise_failed(ctx, probe.name, "gradient probe", res, probe.log, "runs the probe again")
+        else:
+            rows = list(ctx.dialect.train_rows(probe.out, rows_step))
+            atomic_write_text(rows_path, "".join(json.dumps(r) + "\n" for r in rows))
+            ctx.trainer_done()
+            shutil.rmtree(probe.out)   # a throwaway update: checkpoints of a step nobody trains on
+    if aborted_path.exists():
+        from driver.run.files import read_json
+
+        return [], str(read_json(aborted_path)["reason"])
+    return [json.loads(line) for line in rows_path.read_text().splitlines() if line.strip()], None

@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from driver.backends import hosted, local, prime_rl
-from driver.backends.base import Backend, Command, EnvPublisher, EpisodeKinds, Preflight, Probe
+from driver.backends.base import (Backend, Command, EnvPublisher, EpisodeKinds, LocalServers,
+                                   Preflight, Probe, ProbeGate)
 from driver.errors import UsageError
 
 if TYPE_CHECKING:
     from driver.run.model import RunState
 
-__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "EpisodeKinds", "Probe", "arm_cost",
-           "choose", "episode_refusal", "preflight", "resolve", "spent_usd"]
+__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "EpisodeKinds", "LocalServers", "Probe",
+           "arm_cost", "choose", "episode_refusal", "preflight", "probe_gate", "resolve", "spent_usd"]
 
 BACKENDS: dict[str, Callable[[str | None], Backend]] = {
     "prime_rl": prime_rl.build,
@@ -37,6 +38,11 @@ def episode_refusal(backend: Backend, hub: dict) -> str | None:
     """Why the backend cannot play the hub env's kind of episodes (None: it can, or it plays
     every kind)."""
     return backend.refuse_episodes(hub) if isinstance(backend, EpisodeKinds) else None
+
+
+def probe_gate(backend: Backend, run_dir: Path, state: "RunState", rollouts: int) -> tuple[bool, str] | None:
+    """Where the probe is a paid launch: whether it runs, and the line stating its cost."""
+    return backend.probe_gate(run_dir, state, rollouts) if isinstance(backend, ProbeGate) else None
 
 
 def spent_usd(run_dir: Path) -> float:

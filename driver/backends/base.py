@@ -113,7 +113,8 @@ class Backend(Protocol):
 
     def final_evaluator(self) -> Command | None:
         """What measures an arm's final weights where the dialect's `rl` never does (called as
-        CMD --tokenizer MODEL @ evals.toml --output-dir DIR), or None."""
+        CMD @ evals.toml --output-dir DIR, the config naming the base model and, in its
+        [online] block, the broadcast to load into it), or None."""
         ...
 
     def runner(self) -> Runner:
@@ -145,6 +146,28 @@ class Preflight(Protocol):
     def preflight(self, state: RunState) -> str | None:
         """Refuse (UsageError) what the backend cannot run; else a line for the run header
         (e.g. the cost estimate), or None."""
+        ...
+
+
+@runtime_checkable
+class LocalServers(Protocol):
+    """A backend whose launches start servers on this machine (prime-rl's inference server):
+    a launch starts only once the ports it needs are free (a server of the previous launch
+    still shutting down, or anyone else's)."""
+
+    def ports(self, cfg: dict) -> list[int]:
+        """The ports a launch of this composed config (an `rl` config, or an evals config)
+        listens on."""
+        ...
+
+
+@runtime_checkable
+class ProbeGate(Protocol):
+    """A backend whose gradient probe is a paid launch: before each probe it states what the
+    probe would cost and whether it runs."""
+
+    def probe_gate(self, run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str]:
+        """(whether a probe of `rollouts` rollouts runs, the line that says why and what it costs)."""
         ...
 
 

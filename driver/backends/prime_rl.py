@@ -67,6 +67,19 @@ class PrimeRL:
     def seed_args(self, seed: int) -> list[str]:
         return []
 
+    def ports(self, cfg: dict) -> list[int]:
+        """The inference server's ports (rl_contract/launch.py): an `rl` launch's from its
+        [inference] table; the final-weights eval's server at its client's port."""
+        from urllib.parse import urlparse
+
+        from rl_contract import launch
+
+        if "orchestrator" in cfg or "trainer" in cfg:
+            return launch.server_ports(cfg, self.dialect)
+        url = ((cfg.get("eval") or {}).get("client") or {}).get("base_url", "http://localhost:8000/v1")
+        port = urlparse(str(url)).port or launch.DEFAULT_SERVER_PORT
+        return launch.server_ports({"inference": {"server": {"port": port}}}, self.dialect)
+
     def describe(self) -> str:
         return " ".join(self.rl.argv) + (f" (in {self.rl.cwd})" if self.rl.cwd else "")
 
@@ -86,8 +99,8 @@ def build(prime_rl_dir: str | None) -> PrimeRL:
             raise UsageError(
                 f"prime-rl {version} is the current generation, whose `rl` never evaluates its final "
                 f"weights; with {RL_COMMAND_VAR} standing in for `rl`, set {EVALS_COMMAND_VAR} to what "
-                "stands in for the final-weights eval (called as CMD --tokenizer MODEL @ evals.toml "
-                "--output-dir DIR).")
+                "stands in for the final-weights eval (called as CMD @ evals.toml --output-dir DIR; "
+                "`python -m rl_contract.final_eval --prime-rl-dir DIR` is the real one).")
         return PrimeRL(Command(tuple(shlex.split(override))), sys.executable, dialect=dialect,
                        prime_rl_version=version, version_source=source, stand_in=override,
                        evaluator=Command(tuple(shlex.split(evals))) if dialect == "current" and evals else None,
@@ -153,13 +166,15 @@ def detect_dialect(root: Path | None) -> tuple[str, str, str]:
 
 
 def canonical_config(prime_rl_dir: str | None, dataset: str) -> str | None:
-    """The prime-rl checkout's configs/<env>/rl.toml (the procedure's iter_0 config), if any."""
+    """The prime-rl checkout's canonical rl.toml for the env (the procedure's iter_0 config),
+    if any: configs/<env>/rl.toml in classic checkouts, configs/basic/<env>/rl.toml at the
+    current generation's HEAD."""
     root = checkout_dir(prime_rl_dir)
     if root is None:
         return None
     name = dataset.split("/")[-1]
     for d in dict.fromkeys([name, name.replace("-", "_"), name.replace("_", "-")]):
-        p = root / "configs" / d / "rl.toml"
-        if p.is_file():
-            return str(p.resolve())
+        for p in (root / "configs" / d / "rl.toml", root / "configs" / "basic" / d / "rl.toml"):
+            if p.is_file():
+                return str(p.resolve())
     return None

@@ -4,6 +4,12 @@ The trainer runs in its own session (so killing the driver never kills it) under
 wrapper that records its exit status in a file: a driver that re-attaches after a crash still
 learns how the trainer ended. Polling never reads the log: it watches the expected eval file's
 row count and the process, with a hard cap. A poll timeout never relaunches.
+
+A launch is a process tree, not a group: prime-rl's trainer ranks run in sessions of their own
+(rl_contract/launch.py). Every poll walks the wrapper's descendants with psutil and records them
+beside the log (`<log>.tree.json`), so a stop reaches each of them even once its parent is gone;
+a stop gives the launcher's own cleanup its time (SIGTERM to the group, then the grace) before it
+SIGKILLs whatever of the tree is left, and returns only when none of it lives.
 """
 from __future__ import annotations
 
@@ -56,7 +62,7 @@ def launch(command: Command, args: list[str], output_dir: Path, log: Path) -> Tr
     return TrainerProcess(pid=proc.pid, create_time=create_time, started_since_boot=since_boot,
                           output_dir=str(output_dir),
                           config_paths=[a for a in args if a.endswith(".toml")],
-                          launched_ts=now())
+                          launched_ts=now(), log=str(log))
 
 
 def process_start(p: psutil.Process) -> tuple[float, float]:
@@ -116,6 +122,10 @@ def count_lines(path: Path) -> int:
         return 0
 
 
+STATUS_SETTLE_S = 0.2   # how long a status file may lag its wrapper's exit on a slow disk
+PORT_RELEASE_S = 120.0  # how long a stopped server may take to let go of its port
+
+
 @dataclass
 class PollResult:
     outcome: str          # "done" | "failed" | "timeout" | "stalled"
@@ -133,7 +143,8 @@ def exit_status(log: Path) -> int | None:
 
 def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
          limits: Limits, steps: int = 0, progress: Callable[[], int] | None = None,
-         interval: float = 1.0, on_tick: Callable[[int], None] | None = None) -> PollResult:
+         interval: float = 1.0, on_tick: Callable[[int], None] | None = None,
+         between_reads: Callable[[], None] | None = None) -> PollResult:
     """Wait until the trainer has exited (status file written), it shows no sign of work for
     longer than its limits allow where it is ("stalled"), or the cap is reached ("timeout").
 
@@ -144,25 +155,31 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
     stops it (`stop`) before anything else is launched.
     """
     start = time.monotonic()
-    last_progress: tuple[int, int] | None = None
+    last_progress = (0, 0)   # silence counts from the launch (or re-attach), not the first tick
     last_change = start
     cap = limits.cap_s(steps)
     while True:
         if tp is not None:
             reap(tp)
+            record_tree(tp, log)
         rows = count_lines(eval_file)
-        # liveness before the status file: a trainer that exits in between is still seen
+        # liveness first, then the status file: the wrapper writes its status as its last act,
+        # so a trainer that exits between the two reads is seen by the second; the wrapper gone
+        # without a status while its trainer runs on is still running
+        alive = tp is not None and (is_alive(tp) or bool(group_members(tp)))
+        if between_reads:
+            between_reads()
         rc = exit_status(log)
-        # the wrapper gone without a status while its trainer runs on: still running
-        alive = tp is not None and (is_alive(tp) or (rc is None and bool(group_members(tp))))
+        if rc is None and not alive:
+            time.sleep(STATUS_SETTLE_S)   # a status written the instant before: read it again
+            rc = exit_status(log)
         if rc is not None or not alive:
             if rc == 0 and rows >= expected_rows:
                 return PollResult("done", rc, rows)
             if rc == 0:
                 return PollResult("failed", rc, rows,
                                   f"trainer exited 0 but the eval file has {rows}/{expected_rows} rows")
-            if rc is None and rows >= expected_rows:
-                # Exited without writing its status (killed hard) after a complete eval.
+            if rc is None:
                 return PollResult("failed", None, rows, "trainer vanished without an exit status")
             return PollResult("failed", rc, rows, f"trainer exited with status {rc}")
         t = time.monotonic()
@@ -189,8 +206,8 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
 
 def group_members(tp: ProcessIdentity) -> list[psutil.Process]:
     """The live processes of the group (session) we launched `tp` as the leader of, started no
-    earlier than it: the trainer under its wrapper, and anything the trainer started (vLLM,
-    torchrun). The wrapper may be gone while its trainer still runs."""
+    earlier than it: the trainer under its wrapper, and what the trainer started in its group
+    (vLLM, torchrun). The wrapper may be gone while its trainer still runs."""
     members = []
     for p in psutil.process_iter(["pid", "status"]):
         try:
@@ -202,28 +219,152 @@ def group_members(tp: ProcessIdentity) -> list[psutil.Process]:
     return members
 
 
-def stop(tp: ProcessIdentity, grace_s: float = 10.0) -> None:
-    """Stop a process group we launched in its own session (a trainer: wrapper, trainer and
-    its children; a generator), TERM then KILL, and return only once every member is gone: a
-    trainer that ignores TERM, or outlives its wrapper, is never left holding the GPUs while
-    the next arm starts. `tp` needs only `pid` and `create_time`."""
+# ---- the launch's process tree -----------------------------------------------------------------
+
+def tree_path(log: Path) -> Path:
+    return Path(log).with_suffix(".tree.json")
+
+
+def _identity(p: psutil.Process) -> tuple[int, float]:
+    return p.pid, round(process_start(p)[1], 2)
+
+
+def _live(pid: int, since_boot: float) -> psutil.Process | None:
+    """The process `pid` if it is still the one recorded (same start), and not a zombie."""
+    try:
+        p = psutil.Process(pid)
+        if abs(process_start(p)[1] - since_boot) > 0.05 or p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return p
+    except psutil.Error:
+        return None
+
+
+def recorded_tree(log: Path) -> list[tuple[int, float]]:
+    import json
+
+    try:
+        return [(int(a), float(b)) for a, b in json.loads(tree_path(log).read_text())]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def record_tree(tp: ProcessIdentity, log: Path) -> list[tuple[int, float]]:
+    """Every process the launch has started, as far as it has been seen: the wrapper's
+    descendants now (psutil walks parent links, across sessions: torchrun's ranks included)
+    added to those recorded before, kept beside the log so that a driver that died and came
+    back still knows them after their parents are gone."""
+    from driver.run.files import atomic_write_json
+
+    known = recorded_tree(log)
+    try:
+        walked = [_identity(c) for c in psutil.Process(tp.pid).children(recursive=True)]
+    except psutil.Error:
+        walked = []
+    walked += [_identity(m) for m in group_members(tp) if m.pid != tp.pid]
+    new = [x for x in dict.fromkeys(walked) if x not in known]
+    if new:
+        known += new
+        atomic_write_json(tree_path(log), known)
+    return known
+
+
+def tree_alive(tp: ProcessIdentity, log: Path | None) -> list[psutil.Process]:
+    """What of the launch still runs: the wrapper, its group, and every recorded descendant."""
+    alive = {p.pid: p for p in group_members(tp)}
+    if is_alive(tp):
+        alive.setdefault(tp.pid, psutil.Process(tp.pid))
+    for pid, since in (record_tree(tp, log) if log is not None else []):
+        p = _live(pid, since)
+        if p is not None:
+            alive.setdefault(pid, p)
+    return list(alive.values())
+
+
+def stop(tp: ProcessIdentity, grace_s: float = 10.0, log: Path | None = None) -> None:
+    """Stop a launch we started in its own session (a trainer: wrapper, launcher and all it
+    started; a generator), and return only once nothing of it lives. SIGTERM goes to its group,
+    the launcher among it, whose own cleanup then ends the rest of its tree (prime-rl's takes
+    up to a minute a child: rl_contract/launch.py); after `grace_s`, everything of the tree that
+    is left, ranks in other sessions included (`log`'s recorded tree), is SIGKILLed. A trainer
+    that ignores SIGTERM, or a rank orphaned by its launcher, is never left holding the GPUs
+    while the next arm starts. `tp` needs only `pid` and `create_time`."""
     import signal
 
-    if not is_alive(tp) and not group_members(tp):
+    if log is None and getattr(tp, "log", None):
+        log = Path(str(getattr(tp, "log")))
+    if not tree_alive(tp, log):
         return
-    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30.0)):
-        try:
-            os.killpg(tp.pid, sig)
-        except ProcessLookupError:
+    try:
+        os.killpg(tp.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        reap(tp)
+        if not tree_alive(tp, log):
             return
-        deadline = time.monotonic() + wait
+        time.sleep(0.1)
+    for _ in range(2):
+        left = tree_alive(tp, log)
+        try:
+            os.killpg(tp.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        for p in left:
+            try:
+                p.kill()
+            except psutil.Error:
+                pass
+        deadline = time.monotonic() + 30.0
         while time.monotonic() < deadline:
             reap(tp)
-            if not is_alive(tp) and not group_members(tp):
+            if not tree_alive(tp, log):
                 return
             time.sleep(0.1)
-    raise OSError(f"process group {tp.pid} survived SIGKILL for 30 s; stop it by hand "
-                  f"(kill -9 -- -{tp.pid}) before resuming")
+    pids = ", ".join(f"{p.pid}" for p in tree_alive(tp, log))
+    raise OSError(f"processes of launch {tp.pid} survived SIGKILL for 30 s ({pids}); stop them by "
+                  "hand (kill -9 PID) before resuming")
+
+
+# ---- ports -------------------------------------------------------------------------------------
+
+def port_holder(port: int) -> str | None:
+    """Who listens on `port` (pid and command, where this user may see it), or None when the
+    port can be bound."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("0.0.0.0", port))
+            return None
+        except OSError:
+            pass
+    try:
+        for c in psutil.net_connections(kind="inet"):
+            if c.laddr and c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid:
+                try:
+                    return f"pid {c.pid} ({' '.join(psutil.Process(c.pid).cmdline())[:120]})"
+                except psutil.Error:
+                    return f"pid {c.pid}"
+    except (psutil.Error, OSError):
+        pass
+    return "a process this user cannot see"
+
+
+def wait_ports_free(ports: list[int], timeout_s: float) -> None:
+    """Return once every port in `ports` can be bound; a server still shutting down gets
+    `timeout_s` to let go. Raise OSError naming the holder otherwise."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        held = {port: holder for port in ports if (holder := port_holder(port))}
+        if not held:
+            return
+        if time.monotonic() >= deadline:
+            raise OSError("port(s) the launch needs are taken: " + "; ".join(
+                f"{port} by {who}" for port, who in held.items()))
+        time.sleep(0.5)
 
 
 def log_tail(log: Path, n: int = 20) -> str:
@@ -235,19 +376,24 @@ def log_tail(log: Path, n: int = 20) -> str:
 
 class ProcessRunner:
     """Launches as local processes in their own session (prime-rl's `uv run rl`, the embedded
-    trainer, a stand-in): the functions above, as a Runner."""
+    trainer, a stand-in): the functions above, as a Runner. `grace_s`: how long a stop waits for
+    the launcher's own cleanup before SIGKILL."""
+
+    def __init__(self, grace_s: float = 10.0):
+        self.grace_s = grace_s
 
     def find(self, recorded: TrainerProcess | None, out: Path) -> TrainerProcess | None:
         if recorded is not None and recorded.output_dir == str(out):
             if is_alive(recorded):
                 return recorded
-            if group_members(recorded):
+            if tree_alive(recorded, Path(recorded.log) if recorded.log else None):
                 # its wrapper is gone, so no exit status will come: stop what is left of it
                 # rather than launch beside it
-                stop(recorded)
+                stop(recorded, self.grace_s)
         return find_orphan(out)
 
     def launch(self, command: Command, args: list[str], out: Path, log: Path) -> TrainerProcess:
+        tree_path(log).unlink(missing_ok=True)
         return launch(command, args, out, log)
 
     def exit_status(self, log: Path) -> int | None:
@@ -256,8 +402,13 @@ class ProcessRunner:
     def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
              limits: Limits, steps: int, progress: Callable[[], int], interval: float,
              on_tick: Callable[[int], None] | None) -> PollResult:
-        return poll(tp, log, eval_file, expected_rows, limits=limits, steps=steps,
-                    progress=progress, interval=interval, on_tick=on_tick)
+        res = poll(tp, log, eval_file, expected_rows, limits=limits, steps=steps,
+                   progress=progress, interval=interval, on_tick=on_tick)
+        if tp is not None and res.outcome in ("done", "failed") and tree_alive(tp, log):
+            # the launch has ended, but not all it started (a rank its launcher's cleanup
+            # missed, a server still going): nothing else starts beside it
+            stop(tp, self.grace_s, log)
+        return res
 
     def stop(self, tp: TrainerProcess) -> None:
-        stop(tp)
+        stop(tp, self.grace_s)

@@ -34,7 +34,9 @@ def add(sub) -> None:
                            "cannot play (--backend local plays single-turn and multi-turn envs, not\n"
                            "tool-using ones); a built-in student the embedded trainer cannot build\n"
                            "for the env, or not within --startup-timeout; a base config or\n"
-                           "--init-from the trainer would reject."))
+                           "--init-from the trainer would reject; on --backend hosted, no logged-in\n"
+                           "`prime` 0.15.0 .. 0.18.x, or a --model neither your reserved clusters\n"
+                           "nor the on-demand pool can place."))
     _FLAGS.update(add_model_flags(r, RunConfig))
     _FLAGS["llm"] = "--llm-model"
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")
@@ -82,6 +84,7 @@ def main(a) -> int:
     if state.base_config:
         state.base_config = str(Path(state.base_config).resolve())
         _check_base_config(Path(state.base_config), backend.dialect)
+    launch_notes = _one_eval_setting(state, set(values)) + _check_launch_prerequisites(state, backend)
     introspected = _introspect_first(state, backend)
     refusal = backends.episode_refusal(backend, introspected[0])   # never run as another kind
     if refusal:
@@ -92,8 +95,9 @@ def main(a) -> int:
     with RunLock(rd.path):
         if why_local:
             print(f"using the embedded default ({why_local}): the {state.dataset} env, the embedded "
-                  f"trainer, the {state.model} student, the {state.teacher} teacher, a "
-                  f"{state.budget_seconds / 60:g}-minute loop budget. Pass --backend prime_rl "
+                  f"trainer, the {state.model} student, the {state.teacher} teacher, "
+                  f"{state.max_iters} iterations including iter_0 (a {state.budget_seconds / 3600:g}-hour "
+                  "budget as a ceiling: the machine's speed does not change the result). Pass --backend prime_rl "
                   "--prime-rl-dir DIR for the real trainer.", flush=True)
         print(f"run directory: {rd.path}", flush=True)
         rd.save(state)
@@ -106,8 +110,8 @@ def main(a) -> int:
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
-        if backend_note:
-            print(backend_note, file=sys.stderr, flush=True)
+        for note in ([backend_note] if backend_note else []) + launch_notes:
+            print(note, file=sys.stderr, flush=True)
         ctx = Ctx.open(rd, state)
         ctx.introspected = introspected   # hub_env.json is written from it by the introspect phase
         if a.dry_run:
@@ -163,10 +167,6 @@ def _check_init_from(state, dialect: str) -> None:
         return
     if not Path(state.init_from).is_dir():
         raise UsageError(f"--init-from {state.init_from} is not a directory")
-    if dialect != "classic":
-        raise UsageError(f"--init-from reads a classic run's layout (weights/, run_default/); this "
-                         f"trainer writes the {dialect} layout, so a prior run cannot be reused "
-                         "there yet. Start without --init-from.")
     # before anything is created: a driver run (or its iter_0) or a prime-rl output, whose
     # iter_0 is finished, of this dialect, hub env and model, with every file a resume reads
     init_from_source(state, dialects.get(dialect))
@@ -365,6 +365,101 @@ def student_routes(got, dataset: str, multi_turn: bool = False) -> str:
                       "episode's: info.reference_trajectory), or its train rows one, then run again")
     return ("The student is fixed for a run (`driver resume` cannot change --model), so nothing "
             "was created. What works instead:\n" + "\n".join(routes))
+
+
+# what a canonical config's [orchestrator.eval.sampling] may set: the eval settings every arm is
+# rendered with (the completion limit is --max-completion-tokens, the temperature the one below)
+EVAL_SAMPLING_CARRIED = ("temperature", "max_completion_tokens", "max_tokens")
+
+
+def _one_eval_setting(state, given: set[str]) -> list[str]:
+    """Every arm, iter_0 included, is evaluated under one setting from one place, the run's
+    knobs: a canonical config's eval temperature becomes --eval-temperature (unless that flag
+    was given) and reaches every arm; any other eval sampling key it sets would reach iter_0
+    alone, so it is refused before anything is created. Returns lines for the run header."""
+    import tomllib
+    from pathlib import Path
+
+    from driver.errors import UsageError
+
+    if not state.base_config:
+        return []
+    cfg = tomllib.loads(Path(state.base_config).read_text())
+    sampling = ((cfg.get("orchestrator") or {}).get("eval") or {}).get("sampling") or {}
+    other = sorted(k for k in sampling if k not in EVAL_SAMPLING_CARRIED)
+    if other:
+        raise UsageError(
+            f"--base-config {state.base_config} sets [orchestrator.eval.sampling] "
+            f"{', '.join(other)}: every arm is evaluated under one setting, which the driver renders "
+            "(--eval-temperature, --max-completion-tokens), and these would reach iter_0 alone. "
+            "Remove them from the config; nothing was created.")
+    if "temperature" in sampling and "eval_temperature" not in given:
+        state.eval_temperature = float(sampling["temperature"])
+        return [f"eval: temperature {state.eval_temperature:g} for every arm (the base config's)"]
+    return []
+
+
+def _check_launch_prerequisites(state, backend) -> list[str]:
+    """What a prime-rl launch would refuse only once it starts, refused before anything exists
+    (an arm after iter_0 would otherwise fail after iter_0's hours): fewer GPUs than the
+    deployment asks for (prime-rl's launcher counts CUDA_VISIBLE_DEVICES, else NVML:
+    rl_contract/launch.py), W&B turned on with no credentials, and (current dialect) a canonical
+    config whose train sources a fork cannot keep. Resolves --wandb auto to on or off; returns
+    lines for the run header."""
+    import tomllib
+    from pathlib import Path
+
+    from driver.errors import UsageError
+    from rl_contract import launch
+
+    notes = []
+    base = tomllib.loads(Path(state.base_config).read_text()) if state.base_config else {}
+    creds = launch.wandb_credentials(generation=backend.dialect)
+    asked = state.wandb
+    if asked == "on" and not creds:
+        raise UsageError("--wandb on, but no W&B credentials are set here: a detached trainer's "
+                         "`wandb.init` fails without them. Set WANDB_API_KEY (or run `wandb "
+                         "login`), or pass --wandb off; nothing was created.")
+    state.wandb = "on" if asked == "on" or (asked == "auto" and creds) else "off"
+    if state.backend in ("prime_rl", "hosted"):
+        if state.wandb == "on":
+            notes.append(f"W&B: on (credentials: {creds})")
+        else:
+            notes.append("W&B: off " + ("(--wandb off)" if asked == "off" else
+                                        "(no credentials found: set WANDB_API_KEY or run `wandb login`)")
+                         + "; arms log to files only"
+                         + ("; the base config's W&B section is left out of iter_0"
+                            if launch.wandb_enabled(base) else ""))
+    if state.backend != "prime_rl":
+        return notes
+    requested = launch.gpus_requested(base or {"inference": {}})
+    visible = launch.visible_gpus()
+    if visible is None and not backend.stand_in:
+        raise UsageError(f"no NVIDIA GPU is visible here (CUDA_VISIBLE_DEVICES is unset and "
+                         f"nvidia-smi is not found), and prime-rl's launcher asks for {requested} "
+                         "(its deployment's inference + trainer GPUs). Run on the GPU node, or "
+                         "use --backend hosted (no GPU here) or --backend local (CPU); nothing "
+                         "was created.")
+    if visible is not None and visible < requested:
+        raise UsageError(f"prime-rl's launcher would refuse this node: its deployment asks for "
+                         f"{requested} GPUs (inference + trainer) and {visible} are visible "
+                         "(CUDA_VISIBLE_DEVICES, else nvidia-smi). Free or expose more GPUs, or "
+                         "give a --base-config whose [deployment] fits; nothing was created.")
+    notes.append(f"GPUs: {requested} asked for, "
+                 + (f"{visible} visible" if visible is not None else "not visible here (the stand-in decides)"))
+    if backend.dialect == "current" and base:
+        from driver.dialects import get
+
+        blocks = get("current").train_blocks(base)
+        names = [b.get("name") or ((b.get("env") or {}).get("taskset") or {}).get("id") for b in blocks]
+        if len(names) != 1:
+            raise UsageError(f"--base-config {state.base_config} trains iter_0 on {len(names)} train "
+                             f"sources ({', '.join(map(str, names))}); every later arm forks iter_0's "
+                             "checkpoint with one source, and prime-rl refuses a fork whose "
+                             "train-source names differ from the checkpoint's. Give a base config "
+                             "with one [[orchestrator.train.source]]; nothing was created.")
+        state.iter_0_train_source = names[0]
+    return notes
 
 
 def _check_base_config(path, dialect: str) -> None:

@@ -8,15 +8,38 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from driver import resources
-from driver.dialects import classic_schema
-from driver.dialects.base import parse_rendered, resume_step_value, shared_overrides, wandb_project
+import tomli_w
+
+from driver.dialects import classic_schema, knob_keys
+from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
+from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs, batch_problem
 from rl_contract.classic import ClassicLayout
 
 # the eval env name that marks selection-split rows in an eval file (evaluation.py splits on it)
 SELECTION_ENV = "hub-selection"
+
+# which classic config key each knob sets (driver/dialects/knob_keys.py)
+KNOB_KEYS: tuple[KnobKey, ...] = (
+    KnobKey("seq_len", "seq_len"),
+    KnobKey("model", "model.name"),
+    KnobKey("batch_size", "orchestrator.batch_size"),
+    KnobKey("rollouts_per_example", "orchestrator.rollouts_per_example"),
+    # a canonical --base-config keeps its own filter setting for iter_0
+    KnobKey("difficulty_filter", "orchestrator.buffer.online_difficulty_filtering", unset="skip",
+            iter0_flag=False),
+    KnobKey("max_completion_tokens", "orchestrator.train.sampling.max_completion_tokens"),
+    KnobKey("temperature", "orchestrator.train.sampling.temperature"),
+    KnobKey("lr", "trainer.optim.lr", unset="skip"),
+    # eval sampling does not inherit train sampling in prime-rl: every eval sets both
+    KnobKey("max_completion_tokens", "orchestrator.eval.sampling.max_completion_tokens", scope="eval"),
+    KnobKey("eval_temperature", "orchestrator.eval.sampling.temperature", scope="eval"),
+)
+
+
+def _header(comment: str) -> str:
+    return "".join(f"# {line}\n" for line in comment.splitlines())
 
 
 def check_batch(orch: dict, group_key: str) -> None:
@@ -70,13 +93,34 @@ class ClassicDialect(ClassicLayout):
                            "rollouts_per_example": 1, "args": sel["args"]})
         return blocks
 
+    def _train_config(self, knobs: Knobs, max_steps: int, train_envs: list[dict]) -> dict:
+        """The keys every training config has: its length, the knobs' train keys (KNOB_KEYS),
+        its train envs, and the [trainer] and [inference] tables prime-rl requires."""
+        cfg: dict = {"max_steps": max_steps}
+        knob_keys.apply(cfg, KNOB_KEYS, knobs, "train")
+        cfg["orchestrator"]["train"]["env"] = train_envs
+        cfg.setdefault("trainer", {})
+        cfg.setdefault("inference", {})
+        return cfg
+
+    def _eval(self, hub: dict, eval_knobs: Knobs, interval: int) -> dict:
+        """An [orchestrator.eval] table: at the final step, the knobs' eval keys, every eval env."""
+        table: dict = {"interval": interval}
+        knob_keys.apply({"orchestrator": {"eval": table}}, KNOB_KEYS, eval_knobs, "eval")
+        table["env"] = self.eval_env_blocks(hub, eval_knobs)
+        return table
+
     def render_base(self, hub: dict, knobs: Knobs) -> str:
-        return str(resources.jinja().get_template("classic/base_rl.toml.j2").render(
-            max_steps=knobs.steps_per_run, k=knobs, train_env=self.hub_train_block(hub)))
+        cfg = self._train_config(knobs, knobs.steps_per_run, [self.hub_train_block(hub)])
+        return _header("Base config for iter_0, used when no canonical configs/<env>/rl.toml is "
+                       "given.") + tomli_w.dumps(cfg)
 
     def render_eval_overlay(self, hub: dict, knobs: Knobs) -> str:
-        return str(resources.jinja().get_template("classic/eval_overlay.toml.j2").render(
-            max_steps=knobs.steps_per_run, e=knobs, eval_envs=self.eval_env_blocks(hub, knobs)))
+        cfg = {"ckpt": {"interval": knobs.steps_per_run},
+               "orchestrator": {"eval": self._eval(hub, knobs, knobs.steps_per_run)}}
+        return _header("iter_0 overlay: exactly one checkpoint (interval = max_steps) and an "
+                       "explicit eval on the hub env\n(eval sampling does not inherit train "
+                       "sampling: every eval key is set).") + tomli_w.dumps(cfg)
 
     def render_run(self, *, arm: str, purpose: str, hub: dict, knobs: Knobs, eval_knobs: Knobs | None,
                    train_envs: list[dict], resume_step: int | None,
@@ -87,11 +131,20 @@ class ClassicDialect(ClassicLayout):
         if resume_step is not None and (type(resume_step) is not int or resume_step < 1):
             raise UsageError(f"resume_step must be a positive integer step, got {resume_step!r}")
         max_steps = (resume_step or 0) + knobs.steps_per_run
-        return str(resources.jinja().get_template("classic/rl.toml.j2").render(
-            arm=arm, purpose=purpose, max_steps=max_steps, wandb_project=wandb_project(hub),
-            ckpt_interval=knobs.steps_per_run, resume_step=resume_step, k=knobs, e=eval_knobs,
-            train_envs=train_envs,
-            eval_envs=self.eval_env_blocks(hub, eval_knobs) if eval_knobs is not None else []))
+        body = self._train_config(knobs, max_steps, train_envs)
+        cfg: dict = {"max_steps": max_steps, "seq_len": body.pop("seq_len")}
+        if knobs.wandb == "on":   # `driver run` resolved auto to on only with credentials
+            cfg["wandb"] = {"project": wandb_project(hub), "name": arm}
+        cfg["model"] = body.pop("model")
+        cfg["ckpt"] = {"interval": knobs.steps_per_run}
+        if resume_step is not None:
+            cfg["ckpt"]["resume_step"] = resume_step
+        body.pop("max_steps")
+        cfg.update(body)
+        if eval_knobs is not None:
+            cfg["orchestrator"]["eval"] = self._eval(hub, eval_knobs, max_steps)
+        cfg["trainer"], cfg["inference"] = cfg.pop("trainer"), cfg.pop("inference")   # last
+        return _header(f"{arm}: {purpose}") + tomli_w.dumps(cfg)
 
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("env", []) or [])
@@ -99,28 +152,29 @@ class ClassicDialect(ClassicLayout):
     def hub_train_block(self, hub: dict) -> dict:
         return self.train_env_block(hub["env_id"], hub.get("env_args"))
 
-    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None) -> list[dict]:
+    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None,
+                      fork_name: str | None = None) -> list[dict]:
         gen = self.train_env_block(package, name=name or (package if hub_block else None))
         return [gen] if hub_block is None else [hub_block, gen]
 
-    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str:
+    def render_final_eval(self, hub: dict, knobs: Knobs, broadcasts: Path, step: int,
+                          output_dir: Path) -> str:
         raise UsageError("the classic generation evaluates its final weights in the run itself")
 
     def check_final_eval(self, text: str) -> dict:
         raise UsageError("the classic generation has no standalone final-weights eval")
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
-        return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
-                "--orchestrator.batch-size", str(knobs.batch_size),
-                "--orchestrator.rollouts-per-example", str(knobs.rollouts_per_example),
-                "--output-dir", str(output_dir), *shared_overrides(knobs)]
+        return ["--max-steps", str(knobs.steps_per_run), "--output-dir", str(output_dir),
+                *knob_keys.flags(KNOB_KEYS, knobs)]
 
-    def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
+    def check_rendered(self, text: str, *, expect_resume: int | None = None,
+                       fork_name: str | None = None) -> dict:
         """Parse a rendered config back and refuse what would waste a launch."""
         return self.check_effective(parse_rendered(text), expect_resume=expect_resume, complete=False)
 
     def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
-                        complete: bool = True) -> dict:
+                        complete: bool = True, fork_name: str | None = None) -> dict:
         """The checks on a config: one rendered file (complete=False: an overlay may hold one
         part), or the composition of a launch's files and flags (complete=True)."""
         unknown = classic_schema.unknown_keys(cfg)

@@ -8,8 +8,9 @@ a fixed `run.name`; the filesystem weight broadcast, so every arm leaves loadabl
 
 Every single-source arm names its train source TRAIN_SOURCE: prime-rl refuses a resume whose
 train-source names differ from the checkpoint's, while the taskset behind a name may change.
-The run never evaluates its final weights, so an arm's measurement is a separate `evals` launch
-against those weights (render_final_eval); in-run evals are left off.
+The run never evaluates its final weights, so an arm's measurement is a separate launch of
+prime-rl's `evals` in online mode, which loads the final broadcast into the served base model
+(render_final_eval, rl_contract/final_eval.py); in-run evals are left off.
 """
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from pathlib import Path
 
 import tomli_w
 
-from driver.dialects import current_schema
-from driver.dialects.base import parse_rendered, resume_step_value, shared_overrides, wandb_project
+from driver.dialects import current_schema, knob_keys
+from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
 from driver.dialects.classic import SELECTION_ENV, check_batch
+from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs
 from rl_contract.current import RUN_NAME, CurrentLayout, eval_view
@@ -34,6 +36,23 @@ NULL_AGENT = {"harness": {"id": "null"}, "runtime": {"type": "subprocess"}}
 # where a final-weights `evals` launch reaches the inference server that serves those weights
 EVAL_SERVER_PORT = 8000
 _CHECKPOINT = re.compile(r"(?:^|/)step_(\d+)/?$")
+
+# which current config key each knob sets (driver/dialects/knob_keys.py)
+KNOB_KEYS: tuple[KnobKey, ...] = (
+    KnobKey("seq_len", "seq_len"),
+    KnobKey("model", "model.name"),
+    KnobKey("lr", "trainer.optim.lr", unset="skip"),
+    KnobKey("batch_size", "orchestrator.batch_size"),
+    KnobKey("rollouts_per_example", "orchestrator.group_size"),
+    KnobKey("max_completion_tokens", "orchestrator.train.sampling.max_completion_tokens"),
+    KnobKey("temperature", "orchestrator.train.sampling.temperature"),
+    # current prime-rl filters zero-advantage groups by default already: said explicitly
+    KnobKey("difficulty_filter", "orchestrator.train.filter_zero_advantages", unset="skip",
+            iter0_flag=False),
+    # eval sampling does not inherit train sampling: every eval sets both
+    KnobKey("max_completion_tokens", "orchestrator.eval.sampling.max_completion_tokens", scope="eval"),
+    KnobKey("eval_temperature", "orchestrator.eval.sampling.temperature", scope="eval"),
+)
 
 
 def _header(comment: str) -> str:
@@ -83,12 +102,14 @@ class CurrentDialect(CurrentLayout):
     def train_blocks(self, cfg: dict) -> list[dict]:
         return list(cfg.get("orchestrator", {}).get("train", {}).get("source", []) or [])
 
-    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None) -> list[dict]:
+    def train_sources(self, package: str, hub_block: dict | None, name: str | None = None,
+                      fork_name: str | None = None) -> list[dict]:
         """An arm's train sources. An arm that forks iter_0 has one source, which keeps iter_0's
-        name; an arm that also trains on the hub taskset (from base) has both, half the task
-        draws each."""
+        name (`fork_name`, a canonical config's; TRAIN_SOURCE when the driver rendered iter_0);
+        an arm that also trains on the hub taskset (from base) has both, half the task draws
+        each."""
         if hub_block is None:
-            return [self.train_env_block(package)]
+            return [self.train_env_block(package, name=fork_name or TRAIN_SOURCE)]
         return [{**hub_block, "name": HUB_SOURCE, "ratio": 0.5},
                 self.train_env_block(package, name=name or package, ratio=0.5)]
 
@@ -103,20 +124,13 @@ class CurrentDialect(CurrentLayout):
         return cfg
 
     def _common(self, knobs: Knobs, max_steps: int, sources: list[dict]) -> dict:
-        cfg: dict = {"max_steps": max_steps, "seq_len": knobs.seq_len,
-                     "run": {"name": RUN_NAME}, "model": {"name": knobs.model},
+        cfg: dict = {"max_steps": max_steps, "run": {"name": RUN_NAME},
                      "ckpt": {"interval": knobs.steps_per_run},
-                     "weight_broadcast": {"type": "filesystem"},
-                     "orchestrator": {"batch_size": knobs.batch_size,
-                                      "group_size": knobs.rollouts_per_example,
-                                      "train": {"sampling": {"max_completion_tokens": knobs.max_completion_tokens,
-                                                             "temperature": knobs.temperature},
-                                                "source": sources}},
-                     "trainer": {}, "inference": {}}
-        if knobs.lr is not None:
-            cfg["trainer"] = {"optim": {"lr": knobs.lr}}
-        if knobs.difficulty_filter:   # current prime-rl's default already; said explicitly
-            cfg["orchestrator"]["train"]["filter_zero_advantages"] = True
+                     "weight_broadcast": {"type": "filesystem"}}
+        knob_keys.apply(cfg, KNOB_KEYS, knobs, "train")
+        cfg["orchestrator"]["train"]["source"] = sources
+        cfg.setdefault("trainer", {})
+        cfg.setdefault("inference", {})
         return cfg
 
     # ---- configs -----------------------------------------------------------------------------
@@ -147,32 +161,39 @@ class CurrentDialect(CurrentLayout):
         if resume_step is not None:
             assert resume_from is not None   # refused above
             cfg["resume"] = {"dir": str(self.checkpoint_dir(Path(resume_from), resume_step))}
-        cfg["monitors"] = {"wandb": {"project": wandb_project(hub), "name": arm}}
+        if knobs.wandb == "on":   # `driver run` resolved auto to on only with credentials
+            cfg["monitors"] = {"wandb": {"project": wandb_project(hub), "name": arm}}
         return _header(f"{arm}: {purpose}") + tomli_w.dumps(cfg)
 
-    def render_final_eval(self, hub: dict, knobs: Knobs, weights: Path, output_dir: Path) -> str:
-        """prime-rl's standalone `evals` config: every eval source once against the server that
-        serves `weights` (an arm's final broadcast), written to output_dir/rollouts/step_0."""
-        blocks = self.eval_env_blocks(hub, knobs)
-        cfg = {"model": str(weights), "output_dir": str(output_dir),
-               "eval": {"client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"},
-                        "sampling": {"temperature": 0.0, "max_completion_tokens": knobs.max_completion_tokens},
-                        "source": blocks}}
-        return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps).") + tomli_w.dumps(cfg)
+    def render_final_eval(self, hub: dict, knobs: Knobs, broadcasts: Path, step: int,
+                          output_dir: Path) -> str:
+        """prime-rl's `evals` config for an arm's final weights, in its online mode: the base
+        model served under its own name (as in training), the arm's broadcast at `step` loaded
+        into it (`[online]` with the retrigger at the resume step: evals.py:239-270,327-367), and
+        every eval source once, written to output_dir/rollouts/step_<step>."""
+        cfg: dict = {"model": knobs.model, "output_dir": str(output_dir),
+                     "online": {"broadcasts_dir": str(broadcasts), "max_steps": step, "resume_step": step},
+                     "eval": {"retrigger_on_resume": True,
+                              "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"}}}
+        # an evals config holds the eval keys at its top level ([eval], not [orchestrator.eval])
+        knob_keys.apply(cfg, KNOB_KEYS, knobs, "eval", prefix="orchestrator.")
+        cfg["eval"]["source"] = self.eval_env_blocks(hub, knobs)
+        return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps); `evals` loads\n"
+                       "the final broadcast into the base model's server.") + tomli_w.dumps(cfg)
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
-        return ["--model.name", knobs.model, "--max-steps", str(knobs.steps_per_run),
-                "--orchestrator.batch-size", str(knobs.batch_size),
-                "--orchestrator.group-size", str(knobs.rollouts_per_example),
-                "--output-dir", str(output_dir), "--run.name", RUN_NAME, *shared_overrides(knobs)]
+        return ["--max-steps", str(knobs.steps_per_run), "--output-dir", str(output_dir),
+                "--run.name", RUN_NAME, *knob_keys.flags(KNOB_KEYS, knobs)]
 
     # ---- checks ------------------------------------------------------------------------------
-    def check_rendered(self, text: str, *, expect_resume: int | None = None) -> dict:
+    def check_rendered(self, text: str, *, expect_resume: int | None = None,
+                       fork_name: str | None = None) -> dict:
         """Parse a rendered config back and refuse what would waste a launch."""
-        return self.check_effective(parse_rendered(text), expect_resume=expect_resume, complete=False)
+        return self.check_effective(parse_rendered(text), expect_resume=expect_resume,
+                                    complete=False, fork_name=fork_name)
 
     def check_effective(self, cfg: dict, *, expect_resume: int | None = None,
-                        complete: bool = True) -> dict:
+                        complete: bool = True, fork_name: str | None = None) -> dict:
         """Refuse what prime-rl's current config classes reject, and what they accept but fails
         or misleads at runtime: a hang at max_steps <= F, a changed train-source name on a
         resume, a remote sandbox, NCCL broadcast (no loadable weights), a random run name."""
@@ -216,9 +237,10 @@ class CurrentDialect(CurrentLayout):
             if fork_step is not None and cfg.get("max_steps") is not None and int(cfg["max_steps"]) <= fork_step:
                 raise UsageError(f"max_steps {cfg['max_steps']} must exceed the resume step {fork_step}: "
                                  "max_steps is absolute, and at max_steps <= F prime-rl's trainer hangs")
-            if fork_step is not None and names != [TRAIN_SOURCE]:
+            kept = [fork_name or TRAIN_SOURCE]
+            if fork_step is not None and names != kept:
                 raise UsageError(f"a resumed run's train sources must keep the checkpoint's names "
-                                 f"([{TRAIN_SOURCE!r}]), got {names}: prime-rl refuses a resume whose "
+                                 f"({kept}), got {names}: prime-rl refuses a resume whose "
                                  "train-source names changed (the taskset behind a name may change)")
         if expect_resume is not None and fork_step != expect_resume:
             raise UsageError(f"config does not resume from step {expect_resume}")

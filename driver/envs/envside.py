@@ -53,6 +53,9 @@ class SampleRequest(EnvRequest):
     n: int
     seed: str
     dest: str                   # the JSONL file the rows are written to
+    # a classic env whose reward reads its own state: the attribute holding its scorer, whose
+    # entry for each row goes into the row's info.entry, as a generated row carries it
+    scorer_attr: str | None = None
 
 
 class ScoreRequest(EnvRequest):
@@ -71,6 +74,11 @@ class SolverRequest(EnvRequest):
     solver: str                 # the user's solver file: solve(question, info) -> str | None
     min_rows: int               # the corpus is written only with at least min(min_rows, split)
     min_share: float            # ... and min_share of the split passing
+
+
+class ModelFilesRequest(_Model):
+    model: str                  # the base model's name (or directory), as training loaded it
+    dest: str                   # where its config, generation config and tokenizer go
 
 
 class AuxRequest(_Model):
@@ -93,6 +101,9 @@ class HubInfo(_Model):
     kind: str | None = None           # set by a taskset only
     env_class: str
     env_module: str
+    # the installed distribution that provides env_module ({"name", "version"}): what a generated
+    # env that loads the hub env by id declares as its requirement
+    distribution: dict[str, str | None] | None = None
     parser_class: str | None
     parser_module: str | None
     rubric_class: str
@@ -212,6 +223,10 @@ class SolverCorpus(_Model):
     path: str | None
 
 
+class ModelFiles(_Model):
+    written: list[str]                # which of config, tokenizer, generation_config
+
+
 class ErrorInfo(_Model):
     type: str
     message: str
@@ -256,6 +271,8 @@ JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("ta
 AUX_CHECK = Action("aux.check_rows", AuxRequest, AuxChecked, v1=False, timeout=600)
 # can the embedded trainer build its built-in student for the hub env (before a run exists)
 STUDENT_CHECK = Action("student.recipe", StudentRequest, StudentCheck, v1=False, timeout=600)
+# `driver export-model`: the base model's config and tokenizer beside an arm's weight shards
+MODEL_FILES = Action("model.base_files", ModelFilesRequest, ModelFiles, v1=False, timeout=1800)
 # `driver run --student-solver`: the solver on the env's train rows, scored, kept as a corpus
 STUDENT_SOLVER = Action("student.solver_corpus", SolverRequest, SolverCorpus, v1=False, timeout=1800)
 

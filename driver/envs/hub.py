@@ -216,7 +216,8 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     mod_dir = pkg_root / name
     mod_dir.mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
-    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(name=name))
+    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(
+        name=name, hub_requirement=hub_requirement(hub)))
     (mod_dir / "__init__.py").write_text(render.get_template(module).render(name=name, **values))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
     truth = mod_dir / "row_truth.py"
@@ -229,6 +230,15 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     elif (mod_dir / "aux_rewards.py").exists():
         (mod_dir / "aux_rewards.py").unlink()
     return pkg_root
+
+
+def hub_requirement(hub: dict) -> str:
+    """The requirement a generated env declares for the hub env it loads by id: the hub env's
+    distribution (hub_env.json's `distribution`, read where it is installed), else its id. A
+    platform that installs envs from their wheels' requirements (the Environments Hub's `env
+    push` sends them) then installs the hub env with it."""
+    dist = hub.get("distribution") or {}
+    return str(dist.get("name") or hub["env_id"])
 
 
 def row_truth(hub: dict) -> dict | None:
@@ -262,7 +272,8 @@ def write_selection_package(dest: Path, name: str, hub: dict) -> Path:
     (pkg_root / name).mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
     (pkg_root / "pyproject.toml").write_text(
-        render.get_template("classic/env_pyproject.toml.j2").render(name=name))
+        render.get_template("classic/env_pyproject.toml.j2").render(
+            name=name, hub_requirement=hub_requirement(hub)))
     (pkg_root / name / "__init__.py").write_text(render.get_template("classic/selection_env.py.j2").render(
         name=name, hub_env_id=hub["env_id"], selection_args=hub["selection"]["args"],
         metric=SELECTION_METRIC))
@@ -373,16 +384,26 @@ def install_package(python: str, pkg_dir: Path) -> None:
             raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 
 
+class UnscorableRows(DriverError):
+    """Rows that the hub rubric (through the generated env) could not score."""
+
+
 def sample_train_rows(python: str, hub: dict, n: int, seed: str, dest: Path) -> int:
     """Write `n` rows resampled (seeded, without replacement until the split runs out) from the
     hub env's train split to `dest`. Train rows only: the eval split is never read."""
     tmp = Path(dest).with_name(Path(dest).name + ".tmp")
     env_id, kind = hub["env_id"], kind_of(hub)
     fields = tasksets.train_fields(hub) if kind == tasksets.KIND else hub.get("env_args") or {}
+    truth = row_truth(hub)
     try:
         got = envside.call(python, envside.JOBS[kind].sample_train, envside.SampleRequest(
-            env_id=env_id, env_args=fields, n=n, seed=seed, dest=str(tmp))).rows
+            env_id=env_id, env_args=fields, n=n, seed=seed, dest=str(tmp),
+            scorer_attr=(truth or {}).get("scorer", {}).get("attr"))).rows
     except envside.EnvsideError as e:
+        if truth:   # the env's scorer holds no entry for its own train rows: none is scoreable
+            raise UnscorableRows(f"{env_id}'s reward scores against the env's own state and its "
+                                 f"scorer gave no entry for a train row ({e}): resampled rows "
+                                 "could not be scored") from None
         raise DriverError(f"resampling {n} train rows of {env_id} failed:\n{e.tail()}") from None
     if got != n:
         raise DriverError(f"resampling {n} train rows of {env_id} failed: {got} rows came back")

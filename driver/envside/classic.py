@@ -158,6 +158,7 @@ def introspect(req: dict) -> dict:
     hub = {
         "env_class": type(env).__name__,
         "env_module": type(env).__module__,
+        "distribution": rows.distribution_of(type(env).__module__),
         "parser_class": type(env.parser).__name__,
         "parser_module": type(env.parser).__module__,
         "rubric_class": _own_rubric_class(env.rubric),
@@ -183,15 +184,22 @@ def count(req: dict) -> dict:
 
 def sample_train(req: dict) -> dict:
     """A seeded resample of `n` train rows (control C's rows when the env has no family
-    generator) written to `dest` as question/answer/info lines."""
-    train = _train(_load(req))
+    generator) written to `dest` as question/answer/info lines. Where the env's reward scores
+    against its own state (`scorer_attr`: row_truth.py), each row carries the scorer's entry for
+    its answer as info.entry, as a generated row does, so the generated env scores it alike."""
+    env = _load(req)
+    train = _train(env)
+    attr = req.get("scorer_attr")
 
     def flat(row):
         q = row.get("question")
         if q is None:
             users = [m for m in row.get("prompt") or [] if m.get("role") == "user"]
             q = users[-1]["content"] if users else ""
-        return {"question": q, "answer": row.get("answer", ""), "info": row.get("info") or {}}
+        info = dict(row.get("info") or {})
+        if attr:   # raises where the env holds no entry for the row: no such row can be scored
+            info[row_truth.ENTRY] = row_truth.plain(row_truth.entry_of(env, attr, row.get("answer")))
+        return {"question": q, "answer": row.get("answer", ""), "info": info}
 
     picks = rows.seeded_picks(len(train), req["n"], req["seed"])
     return {"rows": rows.write_jsonl(req["dest"], (flat(train[i]) for i in picks))}

@@ -63,3 +63,20 @@ def write_json_atomic(path: str, value) -> None:
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(value, f, default=str)
     os.replace(tmp, path)
+
+
+def distribution_of(module: str) -> dict | None:
+    """The installed distribution that provides `module`'s top-level package ({"name",
+    "version"}), or None (a module on sys.path with no metadata): what a generated env that
+    loads this env by id requires. An editable install maps no file to its package, so the
+    distribution named as the package is tried too."""
+    from importlib import metadata
+
+    top = module.split(".")[0]
+    for name in (metadata.packages_distributions().get(top) or []) + [top]:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return {"name": dist.metadata["Name"], "version": dist.version}
+    return None

@@ -110,6 +110,7 @@ def introspect(req: dict) -> dict:
     hub = {
         "kind": "taskset",
         "env_class": cls.__name__, "env_module": cls.__module__,
+        "distribution": rows.distribution_of(cls.__module__),
         "parser_class": None, "parser_module": None,
         "rubric_class": type(task).__name__, "rubric_funcs": rewards + metrics,
         "system_prompt": task.data.system_prompt or "",

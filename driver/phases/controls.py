@@ -15,7 +15,7 @@ from driver.arms.install import install_env
 from driver.arms.train import train
 from driver.backends import process as training
 from driver.context import Ctx
-from driver.errors import DriverError
+from driver.errors import ControlSkipped, DriverError, StillRunning
 from driver.reporting import scratchpad
 from driver.run.files import atomic_write_text
 
@@ -39,7 +39,7 @@ def hub_train_block(ctx: Ctx) -> dict:
 def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
     best = best_iteration(ctx)
     if best is None:
-        _record_failure(ctx, spec.name, "skipped, no iteration produced an evaluated model")
+        _record_skip(ctx, spec.name, "no iteration produced an evaluated model")
         return
     arm = table.control_arm(ctx, spec)
     arm.dir.mkdir(parents=True, exist_ok=True)
@@ -53,12 +53,18 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
                 arm=spec.name, purpose=spec.purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
                 eval_knobs=eval_knobs(ctx, arm),
                 train_envs=ctx.dialect.train_sources(
-                    arm.package, hub_train_block(ctx) if spec.with_hub_rows else None, arm.source_name),
+                    arm.package, hub_train_block(ctx) if spec.with_hub_rows else None, arm.source_name,
+                    fork_name=ctx.state.iter_0_train_source),
                 resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-            ctx.dialect.check_rendered(text)
+            ctx.dialect.check_rendered(text, fork_name=ctx.state.iter_0_train_source)
             atomic_write_text(cfg, text)
         train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))
+    except StillRunning:
+        raise   # the next control never starts beside a launch that may still run
+    except ControlSkipped as e:
+        _record_skip(ctx, spec.name, e.reason)
+        return
     except (DriverError, RuntimeError, ValueError) as e:
         _record_failure(ctx, spec.name, str(e).splitlines()[0])
         return
@@ -71,3 +77,12 @@ def _record_failure(ctx: Ctx, which: str, what: str) -> None:
     msg = f"{which}: {what}"
     ctx.control_failed(msg)
     ctx.say(f"[{which}] failed, recorded in run.json phase4_errors: {msg}")
+
+
+def _record_skip(ctx: Ctx, which: str, why: str) -> None:
+    """A control not run, and why: recorded beside the failures (`<name>: skipped, <why>`), said
+    as a skip, and named in the summary."""
+    msg = f"{which}: {table.SKIPPED}{why}"
+    ctx.control_failed(msg)
+    ctx.say(f"[{which}] skipped: {why}")
+

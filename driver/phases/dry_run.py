@@ -37,9 +37,11 @@ def render(ctx: Ctx) -> list[Path]:
                      if spec is not None and spec.with_hub_rows else None)
         text = ctx.dialect.render_run(
             arm=arm.name, purpose=purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
-            eval_knobs=eval_knobs(ctx, arm), train_envs=ctx.dialect.train_sources(arm.package, hub_block, arm.source_name),
+            eval_knobs=eval_knobs(ctx, arm),
+            train_envs=ctx.dialect.train_sources(arm.package, hub_block, arm.source_name,
+                                                 fork_name=st.iter_0_train_source),
             resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
+        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step, fork_name=st.iter_0_train_source)
         path = ctx.rd.path / "dry_run" / arm.name / "rl.toml"
         atomic_write_text(path, text)
         written.append(path)

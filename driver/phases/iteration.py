@@ -40,11 +40,21 @@ SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the tea
 # --------------------------------------------------------------------------------------------
 # weakness: brief the teacher
 
+def train_window(ctx: Ctx, k: int) -> tuple[int, int]:
+    """(start, final) of iteration k's training launch: iter_0 from the base model to its
+    final step, every later iteration from iter_0's. Its train rows are those of this window
+    only (rl_contract: the layout says which rollouts dirs a window writes)."""
+    if k == 0:
+        return 0, ctx.state.iter_0_step or ctx.state.steps_per_run
+    arm = table.iteration(ctx, k)
+    return arm.resume_step or 0, arm.final_step(ctx.state.steps_per_run)
+
+
 def _source_iteration(ctx: Ctx, n: int) -> int:
     """The latest iteration before n that has train rollouts (a skipped one has none)."""
     for k in range(n - 1, -1, -1):
         out = ctx.iter_dir(k) / "prime_out"
-        if ctx.dialect.latest_train_step(out) is not None:
+        if ctx.dialect.latest_train_step(out, *train_window(ctx, k)) is not None:
             return k
     raise DriverError("no train rollouts found in any earlier iteration")
 
@@ -75,11 +85,14 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
     order) and what stopped it. Reads the steps through the dialect's layout."""
     k = _source_iteration(ctx, n)
     out = ctx.iter_dir(k) / "prime_out"
-    steps = ctx.dialect.train_steps(out)[-SAMPLE_STEPS:]
+    steps = ctx.dialect.train_steps(out, *train_window(ctx, k))[-SAMPLE_STEPS:]
     sample, by_step = [], {}
     for s in steps:
-        by_step[s] = list(ctx.dialect.train_rows(out, s))
-        sample += [{"step": s, **{key: r.get(key) for key in SAMPLE_KEYS}} for r in by_step[s]]
+        # an errored episode is the infrastructure's failure, not the student's; a step is
+        # named as it was trained (classic writes step s's batch under step_{s-1})
+        t = ctx.dialect.trained_step(s)
+        by_step[t] = [r for r in ctx.dialect.train_rows(out, s) if not r.get("errored")]
+        sample += [{"step": t, **{key: r.get(key) for key in SAMPLE_KEYS}} for r in by_step[t]]
     rows = lowest_across_steps(by_step, MAX_FAILURE_ROWS)
     folder = ctx.iter_dir(n) / "teacher_input"
     sample_path, failures_path = folder / "train_sample.jsonl", folder / "failures.jsonl"
@@ -87,7 +100,8 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
     atomic_write_text(failures_path, "".join(
         json.dumps({"idx": i, "step": r["step"], **{key: r.get(key) for key in FAILURE_KEYS},
                     **_episode_fields(r)}) + "\n" for i, r in enumerate(rows)))
-    span = f"train_step_{steps[0]}" if len(steps) == 1 else f"train_step_{steps[0]}..train_step_{steps[-1]}"
+    first, last = ctx.dialect.trained_step(steps[0]), ctx.dialect.trained_step(steps[-1])
+    span = f"train_step_{last}" if first == last else f"train_step_{first}..train_step_{last}"
     return failures_path, sample_path, f"{span} of iter_{k}"
 
 
@@ -117,8 +131,10 @@ def write_weakness_diff(ctx: Ctx, n: int, sample_path: Path) -> Path | None:
         before_rows = [r for _, r in iter_jsonl(probe_rows) if isinstance(r, dict)]
         before, first = {"source": "probe", "steps": None}, []
     else:   # the first step's rollouts were sampled by the anchor, before any update
-        first = ctx.dialect.train_steps(out)[:1]
-        before_rows = [r for s in first for r in ctx.dialect.train_rows(out, s)]
+        first_dirs = ctx.dialect.train_steps(out, *train_window(ctx, k))[:1]
+        before_rows = [r for s in first_dirs for r in ctx.dialect.train_rows(out, s)
+                       if not r.get("errored")]
+        first = [ctx.dialect.trained_step(s) for s in first_dirs]
         before = {"source": "first_train_step", "steps": first}
     after_rows = [r for _, r in iter_jsonl(sample_path)
                   if isinstance(r, dict) and r.get("step") not in first]
@@ -294,7 +310,24 @@ def probe(ctx: Ctx, n: int) -> str:
         if probe_cmd.kind == "launch":
             # a batch is whole groups of at least MIN_PROMPTS_PER_STEP prompts (the run model's rule)
             prompts = max(st.probe_prompts, MIN_PROMPTS_PER_STEP)
-            rows = probe_launch(ctx, arm, knobs, prompts)
+            from driver.backends import probe_gate
+
+            gate = probe_gate(ctx.trainer, ctx.rd.path, st, prompts * st.rollouts_per_example)
+            if gate is not None:   # a paid probe: its cost stated before it runs, or why not
+                ctx.say(f"[iter_{n}] probe: {gate[1]}")
+                if not gate[0]:
+                    atomic_write_json(record_path, {"dataset_sha256": sha, "skipped": gate[1]})
+                    return "ok"
+            rows, aborted = probe_launch(ctx, arm, knobs, prompts)
+            if aborted is not None:   # prime-rl found no group to train on: a verdict too
+                rec = {"dataset_sha256": sha, "prompts": prompts, "k": st.rollouts_per_example,
+                       "live_fraction": 0.0, "aborted": aborted, "min_live": st.probe_min_live,
+                       "passed": False}
+                atomic_write_json(record_path, rec)
+                return reject(ctx, n, [
+                    f"probe: the dataset carries no gradient for the student: prime-rl's "
+                    f"zero-advantage filter aborted its one step ({aborted}). Aim the rows at "
+                    "what the student sometimes solves."])
             atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
         elif probe_cmd.kind == "worker":
             faults.point("probe:before-launch")
@@ -321,6 +354,9 @@ def probe(ctx: Ctx, n: int) -> str:
                "min_live": st.probe_min_live,
                "passed": diag["live_fraction_outcome"] >= st.probe_min_live}
         atomic_write_json(record_path, rec)
+    if rec.get("aborted"):
+        return reject(ctx, n, [f"probe: the dataset carries no gradient for the student: prime-rl's "
+                               f"zero-advantage filter aborted its one step ({rec['aborted']})"])
     if rec.get("skipped") or rec["passed"]:
         if not rec.get("skipped"):
             ctx.say(f"[iter_{n}] probe: live fraction {rec['live_fraction']:.2f} on "
@@ -347,10 +383,12 @@ def train_iteration(ctx: Ctx, n: int) -> None:
         text = ctx.dialect.render_run(
             arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
             hub=ctx.hub, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
-            train_envs=ctx.dialect.train_sources(arm.package, None, arm.source_name),
+            train_envs=ctx.dialect.train_sources(arm.package, None, arm.source_name,
+                                                  fork_name=ctx.state.iter_0_train_source),
             resume_step=arm.resume_step,
             resume_from=ctx.iter_dir(0) / "prime_out")
-        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step)
+        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step,
+                                   fork_name=ctx.state.iter_0_train_source)
         atomic_write_text(cfg, text)
     train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
 
@@ -407,6 +445,19 @@ def skipped_record(ctx: Ctx, m: int) -> dict:
     return {"iteration": m, "reason": rec["reason"], "dir": str(ctx.iter_dir(m)),
             "attempts": rec.get("history") or [{"attempt": rec.get("attempts"), "failures": rec["failures"],
                                                 "tried": "not recorded"}]}
+
+
+def record_abort(ctx: Ctx, n: int, e) -> None:
+    """prime-rl aborted the iteration's arm on its own rule (its zero-advantage filter found
+    no group to train on, mid-arm: the student saturated the rows): the iteration is recorded
+    as skipped with prime-rl's reason, and the loop goes on; the attempt is kept aside."""
+    d = ctx.iter_dir(n)
+    if not (d / "skipped.json").exists():
+        atomic_write_json(d / "skipped.json", {
+            "reason": "prime-rl aborted the arm: its zero-advantage filter left nothing to train on",
+            "failures": [f"prime-rl: {e.reason}"], "attempts": 0})
+    ctx.say(f"[iter_{n}] {e}; the iteration is recorded as skipped, the attempt kept aside")
+    record_skip(ctx, n)
 
 
 def record_skip(ctx: Ctx, n: int) -> None:

@@ -11,7 +11,7 @@ from driver import faults
 from driver.reporting import scratchpad
 from driver import teachers
 from driver.context import Ctx
-from driver.errors import DriverError, UsageError
+from driver.errors import ArmAborted, DriverError, UsageError
 from driver.arms.arm import Arm, shared_settings
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.train import train
@@ -99,6 +99,8 @@ def iter0_configs(ctx: Ctx) -> list[Path]:
     d.mkdir(parents=True, exist_ok=True)
     base = Path(ctx.state.base_config) if ctx.state.base_config else d / "base_rl.toml"
     overlay = d / "eval_overlay.toml"
+    if ctx.state.base_config and ctx.knobs.wandb != "on":
+        base = _without_wandb(base, d / "base_rl.toml")
     if not ctx.state.base_config and not base.exists():
         text = ctx.dialect.render_base(ctx.hub, ctx.knobs)
         ctx.dialect.check_rendered(text)
@@ -121,11 +123,42 @@ def iter0_configs(ctx: Ctx) -> list[Path]:
     return [base, overlay]
 
 
+def _without_wandb(canonical: Path, copy: Path) -> Path:
+    """The canonical config itself, or, where it turns W&B on and the run logs without it (no
+    credentials: `driver run` said so), a copy without its W&B section for iter_0 to launch."""
+    import tomllib
+
+    import tomli_w
+
+    from rl_contract import launch
+
+    cfg = tomllib.loads(canonical.read_text())
+    if not launch.wandb_enabled(cfg):
+        return canonical
+    cfg.pop("wandb", None)
+    if isinstance(cfg.get("monitors"), dict):
+        cfg["monitors"].pop("wandb", None)
+        if not cfg["monitors"]:
+            del cfg["monitors"]
+    if not copy.exists():
+        atomic_write_text(copy, f"# {canonical} without its W&B section (the run logs without "
+                                "W&B: no credentials).\n" + tomli_w.dumps(cfg))
+    return copy
+
+
 def baseline(ctx: Ctx) -> None:
     if ctx.state.init_from:
         return init_from(ctx)
     arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
-    train(ctx, arm, iter0_configs(ctx), ctx.dialect.iter0_overrides(ctx.knobs, arm.out))
+    try:
+        train(ctx, arm, iter0_configs(ctx), ctx.dialect.iter0_overrides(ctx.knobs, arm.out))
+    except ArmAborted as e:
+        # the hub's own rows left prime-rl nothing to train on: no resume changes that
+        ctx.aborted(f"iter_0: prime-rl aborted it: {e.reason}")
+        raise DriverError(f"{e}. The hub env's train rows carry no learning signal for "
+                          f"{ctx.state.model} (every group scored alike). Start a new run with "
+                          "another student or env, or a --base-config that turns the "
+                          "zero-advantage filter off.") from None
     summary = evaluate(ctx, arm, rows=ctx.hub["train_size"], extra={"source": "trained"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0,
                                                         source="trained"))
@@ -159,24 +192,28 @@ def resolve_init_from(src: Path) -> InitSource:
     raise UsageError(
         f"--init-from {src} is none of what it reuses: a run directory this driver made "
         "(run.json and iter_0/ inside), that run's iter_0/, or a prime-rl output directory "
-        "(prime_out/weights/step_N beside run.json and metrics.json). Pass one of those, or start "
-        "without --init-from to train iter_0.")
+        "(prime_out/ beside run.json and metrics.json). Pass one of those, or start without "
+        "--init-from to train iter_0.")
 
 
 def init_from_problems(dialect, source: InitSource) -> tuple[int | None, list[str]]:
-    """(final step, what is missing) for a prior run reused as iter_0: its run.json and
-    metrics.json, the final step's weights files, all four checkpoint trees a resuming arm
-    pre-stages, and its train and eval rollouts. Checked by `driver run` before anything starts."""
+    """(final step, what is missing) for a prior run reused as iter_0, read through the
+    dialect's layout (rl_contract): its run.json and metrics.json, the newest step whose every
+    resume tree is present, that step's weights (classic: the HF directory, sharded or not;
+    current: the broadcast a final-weights eval loads), the train rows of its last step (classic
+    files them one step below) and, classic, its final eval. Checked by `driver run` before
+    anything starts."""
     out = source.out
-    steps = dialect.steps(out / "weights")
-    if not steps:
-        return None, [f"no weights/step_N under {out}"]
-    f = steps[-1]
+    f = dialect.resumable_step(out)
+    if f is None:
+        return None, [f"a checkpoint under {out} with every tree a resume reads "
+                      "(" + ", ".join(str(t.relative_to(out)) for t in dialect.resume_trees(out, 0))
+                      .replace("step_0", "step_N") + ")"]
     required = [source.records / "run.json", source.records / "metrics.json",
-                *(out / "weights" / f"step_{f}" / n for n in ("model.safetensors", "config.json", "tokenizer.json")),
-                *dialect.checkpoint_trees(out, f),
-                dialect.train_file(out, f), dialect.eval_file(out, f)]
-    return f, [str(p) for p in required if not p.exists()]
+                *dialect.resume_trees(out, f), dialect.train_file(out, dialect.rows_step(f))]
+    if not dialect.separate_final_eval:   # the run evaluated its final weights itself
+        required.append(dialect.eval_file(out, f))
+    return f, [str(p) for p in required if not p.exists()] + dialect.weights_problems(out, f)
 
 
 def init_from_source(state, dialect) -> tuple[InitSource, int]:
@@ -224,23 +261,52 @@ def init_from_source(state, dialect) -> tuple[InitSource, int]:
     return source, f
 
 
+def _reused_eval_config(ctx: Ctx, source: InitSource, arm: Arm, measured: bool) -> dict:
+    """The eval setting a reused iter_0 was measured under: this run's own where this run
+    measured it, the prior driver run's as it recorded it, else unknown (a prime-rl directory
+    says nothing of it), and the summary then compares nothing with it."""
+    from driver.arms.evaluate import eval_config
+    from driver.run.files import read_json
+
+    if measured:
+        return eval_config(ctx, arm)
+    prior = source.arm / "eval_summary.json"
+    recorded = read_json(prior).get("eval_config") if prior.is_file() else None
+    return recorded if isinstance(recorded, dict) else {"unknown": True}
+
+
 def init_from(ctx: Ctx) -> None:
     """Phase 2A: reuse a prior run as iter_0, in place (symlinks, no copies of weights). Its
     final eval is aggregated like any arm's (numbers only), so the inherited baseline carries
-    per-example results and every later arm gets a paired lift against it. run.json's
-    iter_0_path names the directory whose prime_out/ was reused (a driver run's iter_0/)."""
+    per-example results and every later arm gets a paired lift against it; where the run never
+    evaluated its final weights (the current generation, when no driver measured them), they
+    are measured here by the backend's final-weights eval. run.json's iter_0_path names the
+    directory whose prime_out/ was reused (a driver run's iter_0/)."""
+    from driver.arms.train import final_eval
+
     source, f = init_from_source(ctx.state, ctx.dialect)
     out = source.out
     dst = ctx.iter_dir(0) / "prime_out"
-    for tree in ctx.dialect.checkpoint_trees(out, f) + [ctx.dialect.rollouts_dir(out) / f"step_{f}"]:
+    trees = [*ctx.dialect.resume_trees(out, f), ctx.dialect.weights_dir(out, f),
+             ctx.dialect.rollouts_dir(out)]
+    if ctx.dialect.separate_final_eval:
+        trees.append(ctx.dialect.final_eval_dir(out, f))
+    for tree in trees:
         if tree.exists():
             link = dst / tree.relative_to(out)
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists():
                 os.symlink(tree, link)
-    summary = evaluation.aggregate(ctx.dialect.eval_file(out, f), selection_env=ctx.dialect.selection_env)
+    arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
+    eval_file = ctx.dialect.eval_file(dst, f)
+    measured_here = ctx.dialect.separate_final_eval and not eval_file.exists()
+    if measured_here:
+        final_eval(ctx, arm, f)
+    summary = evaluation.aggregate(eval_file, selection_env=ctx.dialect.selection_env,
+                                   view=ctx.dialect.eval_view)
     summary.update({"source": "init-from", "final_step": f, "rows": None,
-                    "checkpoint": str(out / "weights" / f"step_{f}")})
+                    "checkpoint": str(ctx.dialect.weights_dir(out, f)),
+                    "eval_config": _reused_eval_config(ctx, source, arm, measured=measured_here)})
     atomic_write_json(ctx.iter_dir(0) / "eval_summary.json", summary)
     atomic_write_json(ctx.iter_dir(0) / "train_done.json", {"final_step": f, "source": "init-from"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))

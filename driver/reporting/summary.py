@@ -16,6 +16,22 @@ def arm_summary(ctx: Ctx, name: str) -> dict | None:
     return read_json(p) if p.exists() else None
 
 
+def eval_setting(summary: dict) -> dict | None:
+    """The setting an arm was measured under (its eval_config, less what differs by design:
+    how many examples, and the trainer's note on what its eval measures); None when unknown (an
+    iter_0 reused from a directory that did not record it)."""
+    cfg = summary.get("eval_config")
+    if not isinstance(cfg, dict) or cfg.get("unknown"):
+        return None
+    return {k: v for k, v in cfg.items() if k not in ("examples", "measures")}
+
+
+def comparable(a: dict, b: dict) -> bool:
+    """Were two arms measured under one eval setting? Both known, and equal where both say."""
+    sa, sb = eval_setting(a), eval_setting(b)
+    return sa is not None and sb is not None and all(sa[k] == sb[k] for k in sa.keys() & sb.keys())
+
+
 def summary_rows(ctx: Ctx) -> list[dict]:
     """One row per arm: accuracy with its 95% interval, strict and lenient, per population, and
     the paired comparison with iter_0 (lift, its 95% interval, exact McNemar p)."""
@@ -29,12 +45,16 @@ def summary_rows(ctx: Ctx) -> list[dict]:
     best_correct = summaries.get(f"iter_{best['best_iter']}", {}).get("correct_by_example") if best else None
     names = {c.name: c.label for c in arms_table.CONTROLS}
     paired_with_best = {c.name for c in arms_table.CONTROLS if c.compare_with_best}
+    with_hub_rows = {c.name for c in arms_table.CONTROLS if c.with_hub_rows}
     rows = []
     for name, entry in arms:
         s = summaries[name]
         acc, n = entry.get("eval_acc"), s.get("n_eval") or entry.get("n_eval")
+        rows_label = entry.get("rows")
+        if name in with_hub_rows and rows_label is not None:   # the hub's train rows beside its own
+            rows_label = f"{ctx.hub.get('train_size', '?')}+{rows_label}"
         row = {"run": names.get(name, name + (" (real)" if name == "iter_0" else "")), "arm": name,
-               "rows": entry.get("rows"), "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
+               "rows": rows_label, "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
                "skipped": entry.get("skipped", False), "verdict": entry.get("verdict"),
                "lenient_acc": s.get("eval_lenient_acc"),
                "selection_acc": entry.get("selection_acc"),
@@ -42,10 +62,14 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                "acc_by_population": s.get("acc_by_population"),
                "train_reward_by_step": s.get("train_reward_by_step") or {},
                "best": bool(best and name == f"iter_{best['best_iter']}"),
-               "cost_usd": entry.get("cost_usd")}
+               "cost_usd": entry.get("cost_usd"), "n_errored": entry.get("n_errored") or 0,
+               "measures": (entry.get("eval_config") or {}).get("measures")}
         if acc is not None and n:
             row["acc_ci"] = list(wilson_interval(round(acc * n), n))
-        if name != "iter_0" and base_correct and s.get("correct_by_example"):
+        if name != "iter_0" and s and summaries.get("iter_0") and not comparable(summaries["iter_0"], s):
+            # measured under another eval setting than iter_0: a lift would compare the settings
+            row["other_setting"] = True
+        elif name != "iter_0" and base_correct and s.get("correct_by_example"):
             row["vs_iter0"] = stats.paired(base_correct, s["correct_by_example"])
             pops = s.get("population_by_example") or {}
             if pops:
@@ -53,7 +77,8 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                     pop: stats.paired({k: v for k, v in base_correct.items() if pops.get(k) == pop},
                                       {k: v for k, v in s["correct_by_example"].items() if pops.get(k) == pop})
                     for pop in sorted(set(pops.values()))}
-        if name in paired_with_best and best_correct and s.get("correct_by_example"):
+        if name in paired_with_best and best_correct and s.get("correct_by_example") and \
+                comparable(summaries[f"iter_{best['best_iter']}"], s):
             # the best iteration against this control (untargeted rows: did targeting matter?)
             row["best_vs_control"] = stats.paired(s["correct_by_example"], best_correct)
         rows.append(row)
@@ -88,7 +113,10 @@ def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
     base = _selection_correct(summaries["iter_0"])
     best = next((r for r in rows if r["best"]), None)
     choice, why = "iter_0", "no iteration was evaluated beyond iter_0"
-    if best is not None:
+    if best is not None and best.get("other_setting"):
+        why = (f"the best iteration, {best['arm']}, was measured under another eval setting than "
+               "iter_0, so no comparison between them is made")
+    elif best is not None:
         v = stats.paired(base, _selection_correct(summaries[best["arm"]]))
         p = v.get("p_value", 1.0) if v.get("n") else 1.0
         if "p_holm" in best:   # chosen on the examples it is reported on: Holm over iterations
@@ -101,7 +129,8 @@ def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
                    f"({lift})")
     chosen = _selection_correct(summaries[choice])
     for r in rows:
-        if r["arm"].startswith("iter_") or r.get("eval_acc") is None:
+        if r["arm"].startswith("iter_") or r.get("eval_acc") is None or \
+                not comparable(summaries[choice], summaries[r["arm"]]):
             continue
         v = stats.paired(chosen, _selection_correct(summaries[r["arm"]]))
         if v.get("n") and v["lift"] > 0 and v["significant"]:
@@ -128,8 +157,9 @@ def table(rows: list[dict]) -> str:
     cost = any(r.get("cost_usd") is not None for r in rows)   # a billed (hosted) run
     # one column per population the env's metrics name (evaluation's naming rule), in order
     pop_names = sorted({k for r in rows for k in (r.get("acc_by_population") or {})})
-    head = (f"{'run':<27}{'rows':>6} {'n':>5}  " + (f"{'val %':>6}  " if selection else "")
-            + f"{'strict % [95% CI]':<20}{'lenient %':>9}  "
+    lenient = any(r.get("lenient_acc") is not None for r in rows)   # where the env measures it
+    head = (f"{'run':<27}{'rows':>9} {'n':>5}  " + (f"{'val %':>6}  " if selection else "")
+            + f"{'strict % [95% CI]':<20}" + (f"{'lenient %':>9}  " if lenient else "  ")
             + "".join(f"{name + ' %':>{max(6, len(name) + 2)}} " for name in pop_names)
             + f" {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
             + (f"{'Holm p':>7}  " if holm else "")
@@ -151,10 +181,10 @@ def table(rows: list[dict]) -> str:
         holm_p = f"{r['p_holm']:.3g}" if "p_holm" in r else "-"
         mark = ("  <- BEST_ITER" if r["best"] else "") + ("  * recommended" if r.get("recommended") else "")
         lines.append(
-            f"{r['run']:<27}{str(r['rows'] if r['rows'] is not None else '-'):>6} "
+            f"{r['run']:<27}{str(r['rows'] if r['rows'] is not None else '-'):>9} "
             f"{str(r.get('n') or '-'):>5}  "
             + (f"{_pct(r.get('selection_acc')):>6}  " if selection else "")
-            + f"{acc:<20}{_pct(r.get('lenient_acc')):>9}  "
+            + f"{acc:<20}" + (f"{_pct(r.get('lenient_acc')):>9}  " if lenient else "  ")
             + "".join(f"{_pct(pops.get(name)):>{max(6, len(name) + 2)}} " for name in pop_names)
             + f" {lift:<26}{p:>10}  "
             + (f"{holm_p:>7}  " if holm else "")
@@ -181,8 +211,22 @@ def table(rows: list[dict]) -> str:
     if rec is not None:
         lines.append(f"Recommended checkpoint: {rec['arm']} ({rec['ckpt'] or 'no checkpoint'}): "
                      f"{rec['recommended']}.")
-    lines.append("strict: the env's reward; lenient: the right number in any format (a zero-weight "
-                 "metric). Lift: paired on the eval examples both arms answered (controls are "
+    other = [r["arm"] for r in rows if r.get("other_setting")]
+    if other:
+        lines.append(f"Measured under another eval setting than iter_0 (eval_config in metrics.json), "
+                     f"so no lift is computed against it: {', '.join(other)}.")
+    errored = [f"{r['arm']} {r['n_errored']}" for r in rows if r.get("n_errored")]
+    if errored:
+        lines.append("Errored eval episodes (a model or env-server error: no answer was scored), "
+                     "counted apart and left out of n, accuracy and every paired test: "
+                     + ", ".join(errored) + ".")
+    measured = sorted({r["measures"] for r in rows if r.get("measures")})
+    if measured:
+        lines.append("Each arm's eval measures " + "; or ".join(measured) + ".")
+    lines.append("strict: the env's reward" + ("; lenient: the right number in any format (a "
+                 "zero-weight metric)" if lenient else "") + ". rows: the arm's training rows "
+                 "(the hub's train rows + the generated ones, where a control trains on both). "
+                 "Lift: paired on the eval examples both arms answered (controls are "
                  "evaluated on the whole eval split, iterations on --eval-examples of it); p: "
                  "exact McNemar; CI: Newcombe. "
                  "vs prev: the seed's verdict against the previous iteration.")
@@ -197,8 +241,9 @@ def cost_line(ctx: Ctx) -> str:
     if not spent and ctx.state.max_cost_usd is None:
         return ""
     cap = f" of --max-cost ${ctx.state.max_cost_usd:g}" if ctx.state.max_cost_usd is not None else ""
-    return (f"\nCost: ${spent:.2f} spent{cap} on Hosted Training (`prime train usage` of every run, "
-            "failed attempts and eval runs included); cost $: each arm's share.")
+    return (f"\nCost: ${spent:.2f} spent{cap} on Hosted Training (every run, failed attempts, eval "
+            "runs and probes included: the larger of its GPU-hours at its dispatch rate and `prime "
+            "train usage`; both are in cost.json); cost $: each arm's share.")
 
 
 def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
@@ -206,6 +251,11 @@ def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
     made them; the hub's full reward is not 1."""
     st = ctx.state
     text = table(summary_rows(ctx) if rows is None else rows)
+    for c in arms_table.CONTROLS:   # a control not run, and why
+        why = next((e.split(": ", 1)[1][len(arms_table.SKIPPED):] for e in st.phase4_errors
+                    if e.startswith(f"{c.name}: {arms_table.SKIPPED}")), None)
+        if why:
+            text += f"\n{c.label} was not run: {why}."
     if st.trainer_stand_in:
         text += (f"\nTrainer: a stand-in for prime-rl ({st.trainer_stand_in}, from "
                  f"DRIVER_RL_COMMAND); the model name {st.model} was only passed to it.")

@@ -113,6 +113,17 @@ class Knobs(BaseModel):
              "--base-config keeps its own setting for iter_0")
     eval_examples: int = setting(200, help="hub eval examples per iteration's evaluation (controls "
                                            "are evaluated on the whole eval split)", ge=1)
+    eval_temperature: float = setting(
+        0.0, ge=0, le=2,
+        help="sampling temperature of every arm's eval, iter_0's included (0: greedy), rendered "
+             "explicitly into every eval config; a canonical --base-config's eval temperature "
+             "becomes this value, and its other eval sampling keys are refused")
+    wandb: Literal["auto", "on", "off"] = setting(
+        "auto",
+        help="log every arm the driver renders to W&B: on, off, or auto (on when W&B credentials "
+             "are found: WANDB_API_KEY or a `wandb login`; `wandb.init` fails without them in a "
+             "detached trainer). `driver run` records the choice; on without credentials is "
+             "refused before anything starts")
 
     @classmethod
     def defaults_for(cls, backend: str) -> dict[str, Any]:
@@ -191,15 +202,19 @@ class RunConfig(Knobs):
              "run after it on their own time. `driver resume RUN --budget 12h` extends it, "
              "re-opening a loop that ended on it", gt=0, flag="--budget", parse="duration",
         resumable=True,
-        by_backend={"prime_rl": 10 * 3600, "local": 4 * 60, "hosted": 10 * 3600})
+        by_backend={"prime_rl": 10 * 3600, "local": 2 * 3600, "hosted": 10 * 3600})
     max_cost_usd: float | None = setting(
         flag="--max-cost", gt=0,
         help="a second loop budget, in USD: the pre-iteration gate ends the loop once the run's "
-             "spent cost (Hosted Training's `prime train usage`, every launch) reaches it; "
-             "controls run after it. Only the hosted backend spends money")
-    max_iters: int = setting(15, help="total iterations including iter_0 (`driver resume RUN "
-                                      "--max-iters N` raises it, re-opening a loop that ended "
-                                      "on it)", ge=1, resumable=True)
+             "spent cost reaches it (Hosted Training: every launch's larger of its GPU-hours at "
+             "the rate its dispatch quoted and `prime train usage`); controls run after it. Only "
+             "the hosted backend spends money")
+    # local: the demo ends on its iteration count, so its result does not depend on how fast
+    # the machine is (its budget is a ceiling far above what a 2-core machine needs)
+    max_iters: int = setting(help="total iterations including iter_0 (`driver resume RUN "
+                                  "--max-iters N` raises it, re-opening a loop that ended on it)",
+                             ge=1, resumable=True,
+                             by_backend={"prime_rl": 15, "local": 4, "hosted": 15})
     init_from: str | None = setting(
         help="a prior run to reuse as iter_0 (skips training it): a run directory this driver "
              "made, its iter_0/, or a prime-rl output directory (prime_out/ beside run.json and "
@@ -263,9 +278,21 @@ class RunConfig(Knobs):
         help="after an arm's last train step (or from launch, for a final-weights eval), how long "
              "its eval may take to complete before the launch is stopped and the arm marked "
              "failed; a control is evaluated on the whole eval split")
+    stop_grace_s: float | None = setting(
+        flag="--stop-grace", parse="duration", gt=0,
+        by_backend={"prime_rl": None, "local": 10, "hosted": 10},
+        help="when a launch must be stopped (a stall, a timeout): how long its launcher's own "
+             "cleanup gets after SIGTERM before every process it started is SIGKILLed (default "
+             "for prime_rl: its launcher's cleanup limit with the default processes, "
+             "rl_contract/launch.py)")
     probe_prompts: int = setting(
         32, ge=0, help="pre-training gradient probe: the anchor student samples a group on this "
                        "many generated rows; 0 turns it off")
+    hosted_probe_share: float = setting(
+        0.1, ge=0, le=1,
+        help="hosted backend: the probe is a paid one-step run per iteration; it runs only when "
+             "its estimated cost (from iter_0's measured start-up and step time, stated before "
+             "it runs) is at most this share of an arm's; 1 always runs it")
     probe_min_live: float = setting(
         0.1, ge=0, le=1, help="a dataset whose probe has fewer live groups (outcome varies) than "
                               "this fraction goes back to the teacher, in [0, 1]")
@@ -319,6 +346,9 @@ class TrainerProcess(BaseModel):
     output_dir: str
     config_paths: list[str]
     launched_ts: float
+    # its log; the launch's process tree is recorded beside it (<log>.tree.json), so a stop
+    # reaches every process it started, those in sessions of their own included
+    log: str | None = None
     # the arm's steps: it starts after start_step (its resume step) and ends at final_step,
     # so `driver status` reads progress without knowing how arms are named or resumed
     start_step: int = 0
@@ -373,6 +403,9 @@ class RunState(RunConfig):
     iter_0_source: str | None = None
     iter_0_path: str | None = None
     iter_0_step: int | None = None
+    # current dialect: the name of iter_0's one train source (a canonical config's own), which
+    # every arm forking iter_0's checkpoint keeps (prime-rl refuses a renamed source)
+    iter_0_train_source: str | None = None
     limit_changes: list[LimitChange] = Field(default_factory=list)   # `driver resume --budget ...`
     end_ts: float | None = None
     total_duration_s: float | None = None
@@ -400,7 +433,9 @@ class ArmMetrics(BaseModel):
     eval_acc: float | None = Field(None, ge=0, le=1, description="eval split accuracy")
     eval_reward_mean: float | None = None
     eval_lenient_acc: float | None = Field(None, ge=0, le=1)
-    n_eval: int | None = Field(None, ge=0)
+    n_eval: int | None = Field(None, ge=0, description="scored eval examples")
+    n_errored: int | None = Field(None, ge=0, description="eval episodes that errored (a model or "
+                                  "env-server error): counted apart, never as wrong answers")
     selection_acc: float | None = Field(None, ge=0, le=1,
                                         description="selection split accuracy, when the hub has one")
     n_selection: int | None = Field(None, ge=0)

@@ -17,7 +17,8 @@ the server it says so.
 - Outputs: a run with `--volume V` writes under `runs/<runId>/` on V (`prime volumes ls V PATH
   -R -o json`, `prime volumes get V REMOTE LOCAL`); files appear there once the run ends. The
   layout inside is prime-rl's and the platform's: the driver finds prime-rl's run directory R
-  (`.../run`, our `run.name`) from the listing, and reads from it only what the readers above
+  in the listing (runs/<runId>/ itself, or a directory below it: the CLI does not say), and
+  reads from it only what the readers above
   the seam need, into the arm's local output dir in the current layout (prime_out/run/...): the
   train rollouts, the final eval cut to its numbers, and for the checkpoint trees a REMOTE.json
   naming where they are on the volume (a 4B model's trainer checkpoint is tens of GB; nothing
@@ -26,8 +27,10 @@ the server it says so.
   `[resume] dir` names iter_0's `checkpoints/step_F` on the shared volume, mounted at
   VOLUME_MOUNT. `--resume-from` cannot do it: it continues a PAUSED run (iter_0 completes, it
   is never paused at step F), and whether one paused run can be continued by several new runs
-  with different configs the CLI leaves to the server. `--resume-from` is used for what it is
-  for: an arm's run that the platform (or the user) PAUSED is continued by a new run.
+  with different configs the CLI leaves to the server. An arm's run that the platform (or the
+  user) PAUSED is continued from its own last checkpoint: `prime train resume RUN` (0.16.0 on),
+  or on 0.15.x `--resume-from RUN` with a config whose [resume] dir names that checkpoint, so
+  however the platform combines the two no step is trained or billed twice.
 - The final-weights eval: prime-rl's `rl` never evaluates v(max_steps), and Hosted Training
   runs only `rl` (and SFT), so the dialect's standalone `evals` config cannot be submitted (its
   top-level `model = "<weights>"` is exactly the shape the CLI refuses). It is submitted as a
@@ -35,14 +38,19 @@ the server it says so.
   `[orchestrator.eval]` is the evals config's: prime-rl evaluates the weights it starts from
   (policy v0) at startup, written as step 1, before its one (discarded) train step on the hub's
   train split. `[tokenizer] name` is the student's, which also resolves the renderer.
-- Cost: `prime train usage ID -o json` (`total_cost_usd`) when a run ends, kept in the run's
-  ledger (cost.json) for the gate's --max-cost and each arm's metrics; the run header's
-  estimate comes from `prime train models -o json` on-demand prices.
+- Placement and cost: the platform places a run on reserved capacity (a cluster of the account
+  caching the model; no hourly price) or on demand (the pool downloads an uncached model; billed
+  per GPU-hour from pods ready, at the rate the dispatch answer quotes). Each run's cost is
+  recorded both ways when it ends (its billed time at that rate, and `prime train usage ID -o
+  json`'s token view) in the run's ledger (cost.json); the gate's --max-cost reads the larger.
+- A run the driver loses track of is stopped by id and its cost recorded before anything else
+  is launched; a stop the platform does not confirm ends the driver (StillRunning).
 
 Unknown from the CLI (the server decides; verified only against tests/prime_double.py): where an
 RL run mounts its volume (SFT runs mount it at /volume), whether the platform honours a
 `[resume] dir` on it, how it installs tasksets (configs name them by their Hub id, which prime-rl
-resolves to the same module), and the layout inside runs/<runId>/.
+resolves to the same module; generated envs declare the hub env they load), the layout inside
+runs/<runId>/, and whether `prime train usage` counts GPU-hours.
 """
 from __future__ import annotations
 
@@ -60,8 +68,8 @@ from driver.backends.hosted.cli import (
     cli_version,
 )
 from driver.backends.hosted.publish import publish
-from driver.backends.hosted.records import EVAL_KIND, arm_cost, spent_usd
-from driver.backends.hosted.runner import HostedRunner
+from driver.backends.hosted.records import EVAL_KIND, LEDGER, RECORD, arm_cost, spent_usd
+from driver.backends.hosted.runner import HostedRunner, platform_time
 from driver.backends.hosted.submission import check_submission
 from driver.errors import UsageError
 from driver.run.model import RunState
@@ -92,10 +100,13 @@ class Hosted:
         return Command((self.cli.exe, "train", EVAL_KIND))
 
     def runner(self) -> HostedRunner:
-        return HostedRunner(self.cli)
+        return HostedRunner(self.cli, self.cli_version)
 
     def probe(self) -> Probe | None:
-        return None   # sampling the anchor would be a paid hosted run of its own
+        return Probe("launch")   # a one-step hosted run from iter_0, when probe_gate lets it
+
+    def probe_gate(self, run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str]:
+        return probe_gate(Path(run_dir), state, rollouts)
 
     def seed_args(self, seed: int) -> list[str]:
         return []
@@ -105,18 +116,25 @@ class Hosted:
                 f"{self.cli.exe})")
 
     def preflight(self, state: RunState) -> str | None:
-        """The student must be a model Hosted Training trains; returns the cost estimate."""
+        """The student must be one Hosted Training can place: cached on a reserved cluster the
+        account has, or on the on-demand pool, which downloads a model it has not cached
+        (api/training.py:110-126, 138-152@0.18.0); returns the header's cost lines."""
         try:
             models = self.cli.json("train", "models", "-o", "json", timeout=120)
         except CLIError as e:
             raise UsageError(f"cannot list Hosted Training's models: {e}") from None
-        names = [str(m.get("name")) for m in models.get("available_fft_models") or []
-                 if isinstance(m, dict)]
-        if state.model not in names:
+        reserved = [str(m.get("name")) for m in models.get("available_fft_models") or []
+                    if isinstance(m, dict)]
+        offers = on_demand_offers(models)
+        if state.model not in reserved and not offers:
+            access = models.get("on_demand_beta_access")
+            why = ("your account is not enrolled in the on-demand beta (ask Prime support for "
+                   "access)" if access is False else "no on-demand capacity is listed now")
             raise UsageError(
-                f"--model {state.model} is not a model Hosted Training trains; `prime train models` "
-                f"lists: {', '.join(names) or 'none'}. Pass --model with one of them (or ask for it "
-                "with `prime train request`).")
+                f"--model {state.model} cannot be placed on Hosted Training: `prime train models` "
+                f"lists it on no reserved cluster of yours (reserved: {', '.join(reserved) or 'none'}) "
+                f"and {why}. Pass --model with a listed one, ask for it with `prime train request`, "
+                "or run again once `prime train models` lists on-demand capacity.")
         return cost_estimate(state, models)
 
     def publish_env(self, pkg_dir: Path) -> dict:
@@ -140,25 +158,75 @@ def build(prime_rl_dir: str | None = None) -> Hosted:
                   version_source=f"Hosted Training's own prime-rl image (prime CLI {version})")
 
 
+def probe_gate(run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str]:
+    """The gradient probe on hosted is a one-step run from iter_0 (a start-up, then one step of
+    `rollouts` rollouts), billed like any run. Its share of an arm is estimated from iter_0's
+    own run: its start-up (running to its first step) and its time per step; it runs when that
+    share is at most --hosted-probe-share."""
+    from driver.run.files import read_json
+
+    share_cap = state.hosted_probe_share
+    knob = f"--hosted-probe-share {share_cap:g}"
+    rec_path, ledger_path = run_dir / "iter_0" / "prime_out" / RECORD, run_dir / LEDGER
+    rec = read_json(rec_path) if rec_path.exists() else {}
+    seen = (rec.get("runs") or {}).get((rec.get("run_ids") or [None])[0]) or {}
+    entries = [e for e in (read_json(ledger_path).get("launches") or {}).values()
+               if e.get("arm") == "iter_0" and e.get("kind") == "train"] if ledger_path.exists() else []
+    start, first = platform_time(seen.get("started_at")), platform_time(seen.get("first_step_at"))
+    billed = sum(float(e.get("billed_s") or 0) for e in entries)
+    if start is None or first is None or billed <= 0:
+        why = ("a one-step hosted run from iter_0 whose cost cannot be estimated (iter_0's start-up "
+               "was not measured here)")
+        return (share_cap >= 1, why + ("; it runs: --hosted-probe-share 1" if share_cap >= 1 else
+                                       f"; skipped ({knob}; 1 runs it anyway)"))
+    startup = max(0.0, first - start)
+    step_s = max(0.0, billed - startup) / max(1, state.steps_per_run)
+    probe_s = startup + step_s * rollouts / max(1, state.batch_size)
+    share = min(1.0, probe_s / max(billed, 1e-9))
+    cost = share * sum(float(e.get("cost_usd") or 0) for e in entries)
+    line = (f"a one-step hosted run from iter_0 ({rollouts} rollouts): about {probe_s:.0f}s billed "
+            f"(iter_0's start-up {startup:.0f}s and one step), {share:.0%} of an arm's, about "
+            f"${cost:.2f}")
+    if share <= share_cap:
+        return True, f"{line}; it runs ({knob})"
+    return False, f"{line}; skipped: over {knob} (1 runs it)"
+
+
+def on_demand_offers(models: dict) -> list[dict]:
+    return [o for o in models.get("on_demand") or []
+            if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
+
+
 def cost_estimate(state: RunState, models: dict) -> str:
-    """One header line: the on-demand GPU-hour price `prime train models` reports for the
-    student's clusters, times ASSUMED_GPUS, over the loop's --budget."""
-    gpu_types = {c.get("gpu_type") for m in models.get("available_fft_models") or []
-                 if isinstance(m, dict) and m.get("name") == state.model
-                 for c in m.get("clusters") or [] if isinstance(c, dict)}
-    offers = [o for o in models.get("on_demand") or []
-              if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
-    fitting = [o for o in offers if o.get("gpu_type") in gpu_types] or offers
-    cap = (f" --max-cost ${state.max_cost_usd:g} ends the loop once the runs have cost that much."
+    """The header's cost lines. Placement is the platform's: a student cached on a reserved
+    cluster of the account runs there, with no hourly price (the cost is then unknown here);
+    otherwise on the on-demand pool at its listed $/GPU-hour, which downloads the model at
+    start (billed from pods ready: the download is paid time). The dispatch answer quotes each
+    run's own rate, which the ledger uses."""
+    reserved = {str(m.get("name")): sorted({str(c.get("gpu_type")) for c in m.get("clusters") or []
+                                            if isinstance(c, dict) and c.get("gpu_type")})
+                for m in models.get("available_fft_models") or [] if isinstance(m, dict)}
+    offers = on_demand_offers(models)
+    cap = (f" --max-cost ${state.max_cost_usd:g} ends the loop once the runs have cost that much "
+           "(the larger of the GPU-hour bill at each run's dispatch rate and `prime train usage`)."
            if state.max_cost_usd is not None else " Set --max-cost USD to cap what the loop spends.")
-    if not fitting:
-        return ("cost: `prime train models` reports no on-demand price (reserved capacity has "
-                "none); each run's billed cost (`prime train usage`) is recorded as it ends." + cap)
-    best = min(fitting, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
+    ledger = (" Each run's billed time, GPU-hours, dispatch rate and usage view are in cost.json "
+              "and metrics.json. The gradient probe is a paid one-step run per iteration: its cost "
+              "is estimated from iter_0's start-up and step time and stated before it runs, and it "
+              f"runs only when at most --hosted-probe-share ({state.hosted_probe_share:.0%}) of an "
+              "arm's.")
+    if state.model in reserved:
+        return (f"cost: {state.model} is cached on reserved clusters of yours "
+                f"({', '.join(reserved[state.model]) or 'GPU type not listed'}), where runs have no "
+                "hourly price: the loop's cost is unknown here (a run placed on demand instead "
+                "quotes its rate at dispatch, and is billed at it)." + ledger + cap)
+    best = min(offers, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
     price, hours = float(best["price_per_gpu_hour"]), state.budget_seconds / 3600
-    return (f"cost estimate: ${price:.2f}/GPU-hour on demand ({best.get('gpu_type')}); at "
-            f"{ASSUMED_GPUS} GPUs per run (assumed until a run reports its gpu_count) the loop's "
-            f"--budget of {hours:g} h of runs costs up to ${price * ASSUMED_GPUS * hours:,.2f}, "
-            f"and each control arm after it about what one iteration costs "
-            f"({state.steps_per_run} steps of {state.batch_size} rollouts, and a one-step eval "
-            "run); the billed cost of every run (`prime train usage`) is in metrics.json." + cap)
+    return (f"cost estimate: {state.model} is on no reserved cluster of yours, so its runs go on "
+            f"demand, which downloads the model at each run's start (billed from pods ready, so "
+            f"the download is paid time): ${price:.2f}/GPU-hour ({best.get('gpu_type')}, the rate "
+            f"`prime train models` lists; each dispatch quotes its own). At {ASSUMED_GPUS} GPUs per "
+            f"run (assumed until a run reports its gpu_count) the loop's --budget of {hours:g} h of "
+            f"runs costs up to ${price * ASSUMED_GPUS * hours:,.2f}, and each control arm after it "
+            f"about what one iteration costs ({state.steps_per_run} steps of {state.batch_size} "
+            "rollouts, and a one-step eval run)." + ledger + cap)

@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import time
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from driver.backends.hosted.cli import CLIError, PrimeCLI, error_text, parse_jso
 from driver.backends.hosted.records import (
     EVAL_KIND,
     REMOTE,
+    VOLUME_MOUNT,
     arm_dir_of,
     read_record,
     record_cost,
@@ -40,15 +42,23 @@ from driver.backends.process import (
     exit_status,
     rc_path,
 )
-from driver.errors import DriverError
+from driver.errors import DriverError, StillRunning
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.run.model import TrainerProcess
 from driver.run.rundir import RunDir, now
 from rl_contract.current import RUN_NAME, CurrentLayout
 
 SECRETS = ("WANDB_API_KEY", "HF_TOKEN")  # the only secrets a dedicated run accepts
-TRANSIENT_FAILURES = 20                 # consecutive failed polls before giving up (resume re-attaches)
+TRANSIENT_FAILURES = 20                 # consecutive failed status reads before the run counts as lost
+TRAIN_RESUME_SINCE = "0.16.0"           # the first CLI with `prime train resume` (0.15.0 has none)
+TERMINAL = {"STOPPED", "FAILED", "COMPLETED", "PAUSED"}   # commands/rl.py:117@0.18.0
 _LAYOUT = CurrentLayout()
+
+
+def lost_after() -> int:
+    """Consecutive failed `prime train get` reads after which a run counts as lost (then it is
+    stopped by id and its cost recorded before anything else is launched)."""
+    return int(os.environ.get("DRIVER_HOSTED_LOST_AFTER", str(TRANSIENT_FAILURES)))
 
 
 def poll_floor_s() -> float:
@@ -64,6 +74,7 @@ class HostedRunner:
     `prime train get/progress` JSON, read back from the volume when they end, stopped with
     `prime train stop`."""
     cli: PrimeCLI
+    cli_version: str = "0.18.0"
 
     # ---- Runner -------------------------------------------------------------------------------
     def find(self, recorded: TrainerProcess | None, out: Path) -> TrainerProcess | None:
@@ -88,14 +99,16 @@ class HostedRunner:
         arm = arm_dir_of(out, run_dir)
         log.parent.mkdir(parents=True, exist_ok=True)
         cfg = train_config(args, run_dir, state, log) if kind == "train" else eval_config(args, run_dir, state)
-        name = f"ssi-{state.env_tag or 'run'}-{arm.name}-{kind}-{secrets.token_hex(3)}"
+        # the gradient probe is a one-step training launch in the arm's probe/ folder
+        label, home = ("probe", Path(out).parent) if Path(out).parent.name == "probe" else (kind, arm)
+        name = f"ssi-{state.env_tag or 'run'}-{arm.name}-{label}-{secrets.token_hex(3)}"
         cfg = {"name": name, **cfg}
         check_submission(cfg)
-        path = arm / f"hosted_{kind}.toml"
+        path = home / f"hosted_{kind}.toml"
         atomic_write_text(path, f"# {arm.name}: the {kind} run submitted to Hosted Training "
                                 f"(`prime train`), composed from {' '.join(a for a in args if a.endswith('.toml'))}\n"
                           + tomli_w.dumps(cfg))
-        rec: dict[str, Any] = {"name": name, "kind": kind, "arm": arm.name, "config": str(path),
+        rec: dict[str, Any] = {"name": name, "kind": kind, "label": label, "arm": arm.name, "config": str(path),
                                "volume": state.hosted_volume, "run_ids": [], "resumed_from": [],
                                "submitted_ts": now(), "settled": False}
         write_record(out, rec)   # before submitting: a driver killed in between finds it by name
@@ -127,24 +140,31 @@ class HostedRunner:
                 failures = 0
             except (CLIError, ValueError, KeyError, TypeError) as e:
                 failures += 1
-                if failures >= TRANSIENT_FAILURES:
-                    raise DriverError(f"Hosted Training did not answer for run {run_id} "
-                                      f"{failures} times in a row ({e}); it may still be running: "
-                                      "`driver resume` re-attaches to it") from None
+                if failures >= lost_after():
+                    # lost track of it: it may run (and bill) on. The caller stops it by id
+                    # (`prime train stop`) and records its cost before anything else is launched
+                    say(log, f"run {run_id}: `prime train get` failed {failures} times in a row ({e})")
+                    return PollResult("stalled", None, 0, f"lost track of hosted run {run_id}: `prime "
+                                      f"train get` failed {failures} times in a row ({e})")
                 time.sleep(interval)
                 continue
             status = str(run.get("status") or "").upper()
-            if status != rec.get("status"):
+            seen = rec.setdefault("runs", {}).setdefault(run_id, {})
+            times = {k: run.get(k) for k in ("started_at", "completed_at", "gpu_count") if run.get(k)}
+            if status != rec.get("status") or any(seen.get(k) != v for k, v in times.items()):
+                seen.update(times)   # the billed time's ends, as the platform reports them
+                if status != rec.get("status"):
+                    say(log, f"run {run_id}: {status}" + (f" ({run['queue_reason']})" if run.get("queue_reason") else ""))
                 rec["status"] = status
                 write_record(out, rec)
-                say(log, f"run {run_id}: {status}" + (f" ({run['queue_reason']})" if run.get("queue_reason") else ""))
             if status == "COMPLETED":
                 return self._completed(rec, out, log, tp, eval_file, expected_rows)
             if status in ("FAILED", "STOPPED"):
                 return self._ended(rec, out, log, status, platform_reason(run))
             if status == "PAUSED":
-                # a paused run is continued by a new one from its checkpoint, on its volume
-                self._submit(rec, out, log, resume_from=run_id)
+                # a paused run is continued by a new one from its own last checkpoint, on its
+                # volume, never from the checkpoint the arm started from
+                self._continue(rec, out, log, run_id)
                 running_since, last_step = None, None
                 continue
             t = time.monotonic()
@@ -157,6 +177,9 @@ class HostedRunner:
                     last_step, last_change = step, t
                     if step is not None:
                         say(log, f"run {run_id}: step {step}")
+                    if step is not None and step > base and "first_step_at" not in seen:
+                        seen["first_step_at"] = now()   # its start-up, measured (the probe's estimate)
+                        write_record(out, rec)
                 done = max(0, (last_step or 0) - base)
                 silent = t - last_change
                 stalled = None
@@ -176,18 +199,28 @@ class HostedRunner:
             time.sleep(interval)
 
     def stop(self, tp: TrainerProcess) -> None:
+        """`prime train stop RUN -f`, confirmed: the CLI prints the run's status once the stop has
+        gone through (commands/rl.py:1795-1806@0.18.0). A stop the platform did not confirm
+        raises StillRunning, which ends the driver: nothing else is launched while the run may
+        still run and bill."""
         out = Path(tp.output_dir)
         rec = read_record(out)
         run_id = tp.run_id or (rec or {}).get("run_ids", [None])[-1]
         if run_id is None:
             return
         r = self.cli.run("train", "stop", run_id, "-f", timeout=300)
-        if r.returncode != 0:
-            raise DriverError(f"`prime train stop {run_id}` failed ({error_text(r)}); stop it by "
-                              "hand before resuming")
+        m = re.search(r"^Status: (\S+)", r.stdout, re.M)
+        status = m.group(1).upper() if m else None
+        if r.returncode != 0 or status not in TERMINAL:
+            raise StillRunning(
+                f"`prime train stop {run_id} -f` did not confirm the run stopped "
+                f"({error_text(r) if r.returncode else 'status ' + str(status)}): it may still run and "
+                f"bill. Check it with `prime train get {run_id}` and stop it (`prime train stop "
+                f"{run_id}`), then `driver resume`; no other run is submitted until then.")
         if rec is not None:
             log = self._log_of(rec, out)
-            say(log, f"run {run_id}: stopped by the driver")
+            say(log, f"run {run_id}: stopped by the driver ({status})")
+            rec.setdefault("runs", {}).setdefault(run_id, {}).setdefault("stopped_at", now())
             self._settle(rec, out, log, 1, "stopped by the driver")
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -198,8 +231,9 @@ class HostedRunner:
     def _log_of(self, rec: dict, out: Path) -> Path:
         return Path(rec.get("log") or Path(out) / "hosted.log")
 
-    def _submit(self, rec: dict, out: Path, log: Path, resume_from: str | None = None) -> str:
-        args = ["train", rec["config"], "--yes", "--output", "json", "--volume", rec["volume"]]
+    def _submit(self, rec: dict, out: Path, log: Path, resume_from: str | None = None,
+                config: str | None = None) -> str:
+        args = ["train", config or rec["config"], "--yes", "--output", "json", "--volume", rec["volume"]]
         for key in SECRETS:
             if os.environ.get(key):
                 args += ["-e", key]
@@ -215,19 +249,82 @@ class HostedRunner:
                 write_record(out, rec)
             raise DriverError(f"[{rec['arm']}] `prime train {Path(rec['config']).name}` failed: "
                               f"{error_text(r)}")
+        return self._dispatched(rec, out, log, r, resume_from)
+
+    def _dispatched(self, rec: dict, out: Path, log: Path, r: Any, resume_from: str | None) -> str:
+        """The run id and placement a dispatch printed (`{"run": {runId, onDemand?, gpuType?,
+        pricePerGpuHour?, estimatedCostPerHour?, isBeta?}}`, commands/rl.py:772-791@0.18.0),
+        recorded before anything else happens."""
         try:
-            run_id = str(parse_json(r.stdout)["run"]["runId"])
+            answer = parse_json(r.stdout)["run"]
+            run_id = str(answer["runId"])
         except (ValueError, KeyError, TypeError):
             raise DriverError(f"`prime train` printed no run id: {r.stdout[-500:]}") from None
         rec["run_ids"].append(run_id)
         if resume_from:
             rec["resumed_from"].append(resume_from)
+        rec.setdefault("runs", {})[run_id] = {"dispatched_at": now(), "placement": {k: answer.get(k) for k in (
+            "onDemand", "gpuType", "pricePerGpuHour", "estimatedCostPerHour") if k in answer}}
         rec["status"] = None
         write_record(out, rec)   # the id is recorded before anything else happens
+        rate = answer.get("estimatedCostPerHour")
         say(log, f"submitted {rec['name']} as run {run_id}" +
             (f", continuing paused run {resume_from}" if resume_from else "") +
-            f" (volume {rec['volume']}, config {rec['config']})")
+            f" (volume {rec['volume']}, config {rec['config']}); " +
+            (f"on demand on {answer.get('gpuType')} at ${answer.get('pricePerGpuHour')}/GPU-hour, "
+             f"about ${rate}/hour from when its pods are ready" if answer.get("onDemand")
+             else "reserved capacity: no hourly rate quoted"))
         return run_id
+
+    def _continue(self, rec: dict, out: Path, log: Path, paused: str) -> str:
+        """Continue a PAUSED run from its own last checkpoint: `prime train resume RUN`, which
+        reuses the paused run's stored config (commands/rl.py:1841-1909@0.18.0; from 0.16.0);
+        on 0.15.x, a new submission with `--resume-from RUN` whose config's [resume] dir names
+        that paused run's last checkpoint on the volume, so however the platform combines the
+        two (api/training.py:702-703@0.18.0 leaves it to the server) the arm goes on from where
+        it paused and no step is trained, or billed, twice."""
+        from packaging.version import Version
+
+        # a continuation submitted before the driver died, its id never recorded: adopt it
+        data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
+        known = [str(r["id"]) for r in data.get("runs") or [] if isinstance(r, dict)
+                 and r.get("name") == rec["name"] and str(r.get("id")) not in rec["run_ids"]]
+        if known:
+            rec["run_ids"].append(known[0])
+            rec["resumed_from"].append(paused)
+            runs = rec.setdefault("runs", {})   # its rate: the paused run's (same config and GPU type)
+            runs.setdefault(known[0], {"dispatched_at": now(),
+                                       "placement": (runs.get(paused) or {}).get("placement") or {}})
+            rec["status"] = None
+            write_record(out, rec)
+            say(log, f"found run {known[0]}, continuing paused run {paused}, submitted before a restart")
+            return known[0]
+        if Version(self.cli_version) >= Version(TRAIN_RESUME_SINCE):
+            args = ["train", "resume", paused, "--yes", "--output", "json"]
+            for key in SECRETS:
+                if os.environ.get(key):
+                    args += ["-e", key]
+            r = self.cli.run(*args)
+            faults.point("hosted:after-submit")
+            if r.returncode != 0:
+                say(log, f"`prime train resume {paused}` failed: {error_text(r)}")
+                raise DriverError(f"[{rec['arm']}] `prime train resume {paused}` failed: "
+                                  f"{error_text(r)}; `driver resume` tries again")
+            return self._dispatched(rec, out, log, r, paused)
+        files = self._listing(rec["volume"], paused)
+        root = run_root(files, paused)
+        steps = sorted(int(m.group(1)) for f in files if root and (m := re.match(
+            re.escape(root) + r"/checkpoints/step_(\d+)/", f)))
+        if not steps:
+            raise DriverError(f"[{rec['arm']}] paused run {paused} left no checkpoint on volume "
+                              f"{rec['volume']} ({self._holds(files)}); it cannot be continued. "
+                              "Retrain the arm: `driver resume` after removing its prime_out/")
+        cfg = tomllib.loads(Path(rec["config"]).read_text())
+        cfg["resume"] = {"dir": f"{VOLUME_MOUNT}/{root}/checkpoints/step_{steps[-1]}"}
+        path = Path(rec["config"]).with_name(Path(rec["config"]).stem + f"_resume_{paused}.toml")
+        atomic_write_text(path, f"# {rec['arm']}: continues paused run {paused} from its last "
+                                f"checkpoint (step {steps[-1]})\n" + tomli_w.dumps(cfg))
+        return self._submit(rec, out, log, resume_from=paused, config=str(path))
 
     def _by_name(self, name: str) -> str | None:
         data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
@@ -258,23 +355,37 @@ class HostedRunner:
                               "`driver resume` downloads it again")
         os.replace(tmp, local)
 
-    def _roots(self, rec: dict) -> dict[str, tuple[str, list[str]]]:
-        """Each run of the launch: its prime-rl run dir R on the volume and its files."""
-        out = {}
+    def _roots(self, rec: dict) -> tuple[dict[str, tuple[str, list[str]]], list[str]]:
+        """Each run of the launch: its prime-rl run dir R on the volume, found in the listing
+        (where inside runs/<runId>/ the platform puts it, the CLI does not say), and its files;
+        and the last run's listing."""
+        out, files = {}, []
         for run_id in rec["run_ids"]:
             files = self._listing(rec["volume"], run_id)
             root = run_root(files, run_id)
             if root is not None:
                 out[run_id] = (root, files)
-        return out
+        return out, files
+
+    @staticmethod
+    def _holds(files: list[str]) -> str:
+        """What a run's listing holds, in a line: nothing, or its first paths."""
+        if not files:
+            return "nothing"
+        shown = ", ".join(files[:8])
+        return f"{len(files)} files: {shown}" + (", ..." if len(files) > 8 else "")
 
     def _completed(self, rec: dict, out: Path, log: Path, tp: TrainerProcess, eval_file: Path,
                    expected_rows: int) -> PollResult:
-        roots = self._roots(rec)
+        roots, listed = self._roots(rec)
         if not roots:
-            say(log, "the run wrote no prime-rl run directory to the volume")
-            return self._settle(rec, out, log, 1, f"hosted run {rec['run_ids'][-1]} completed but "
-                                "left no rollouts on the volume")
+            held = self._holds(listed)
+            say(log, f"the run left no prime-rl run directory on volume {rec['volume']}; "
+                     f"runs/{rec['run_ids'][-1]}/ holds {held}")
+            return self._settle(rec, out, log, 1, f"hosted run {rec['run_ids'][-1]} completed but left "
+                                f"no rollouts or checkpoints (rollouts|checkpoints|broadcasts/step_N/) "
+                                f"under runs/{rec['run_ids'][-1]}/ on volume {rec['volume']}; it holds "
+                                f"{held}")
         rec["root"] = roots[max(roots, key=rec["run_ids"].index)][0]
         write_record(out, rec)
         faults.point("hosted:before-download")
@@ -292,8 +403,8 @@ class HostedRunner:
         for the final step's checkpoint trees, where they are on the volume."""
         final = tp.final_step or 0
         order = sorted(roots, key=rec["run_ids"].index)   # a later run of the chain wins
-        for step in range(tp.start_step + 1, final + 1):
-            rel = f"rollouts/step_{step}/train/all/traces.jsonl"
+        for step in _LAYOUT.launch_train_steps(tp.start_step, final):   # rl_contract's window
+            rel = _LAYOUT.train_file(Path(), step).relative_to(_LAYOUT.run_dir(Path())).as_posix()
             src = next((f"{roots[r][0]}/{rel}" for r in reversed(order)
                         if f"{roots[r][0]}/{rel}" in roots[r][1]), None)
             local = _LAYOUT.train_file(out, step)
@@ -339,27 +450,95 @@ class HostedRunner:
 
     def _settle(self, rec: dict, out: Path, log: Path, rc: int, detail: str, rows: int = 0) -> PollResult:
         """The launch has ended: its cost into the ledger, its exit status beside its log."""
-        cost = 0.0
-        for run_id in rec["run_ids"]:
-            try:
-                cost += float(self.cli.json("train", "usage", run_id, "-o", "json",
-                                            timeout=120).get("total_cost_usd") or 0.0)
-            except (CLIError, ValueError, AttributeError):
-                say(log, f"`prime train usage {run_id}` failed: its cost is not counted")
-        record_cost(run_dir_of(out), rec["name"], {"arm": rec["arm"], "kind": rec["kind"],
-                                                   "run_ids": rec["run_ids"], "cost_usd": round(cost, 6),
-                                                   "outcome": "completed" if rc == 0 else "failed"})
-        rec.update(settled=True, outcome=detail or "completed", cost_usd=round(cost, 6))
+        views = [self._bill(rec, run_id, log) for run_id in rec["run_ids"]]
+        entry = ledger_entry(rec, views, "completed" if rc == 0 else "failed")
+        record_cost(run_dir_of(out), rec["name"], entry)
+        rec.update(settled=True, outcome=detail or "completed", cost_usd=entry["cost_usd"])
         write_record(out, rec)
         atomic_write_text(rc_path(log), f"{rc}\n")
-        say(log, f"{rec['kind']} launch ended ({'ok' if rc == 0 else detail}); cost ${cost:.4f}")
+        say(log, f"{rec['kind']} launch ended ({'ok' if rc == 0 else detail}); cost ${entry['cost_usd']:.4f} "
+                 f"(GPU-hours: {entry['gpu_hours']:.4f} h, " +
+            (f"${entry['gpu_hour_usd']:.4f} at the dispatch rate" if entry["gpu_hour_usd"] is not None
+             else "no hourly rate: reserved capacity") +
+            "; `prime train usage`: " +
+            (f"${entry['usage_usd']:.4f})" if entry["usage_usd"] is not None else "unavailable)"))
         return PollResult("done" if rc == 0 else "failed", rc, rows, detail)
+
+    def _bill(self, rec: dict, run_id: str, log: Path) -> dict:
+        """One run's cost, both ways: its billed time (from when it ran to when it ended, the
+        platform's timestamps) at the hourly rate its dispatch quoted (on-demand runs are billed
+        per GPU-hour from pods ready, prorated to the second: commands/rl.py:1452-1456@0.18.0),
+        and what `prime train usage` shows (a token view: commands/usage.py:31-38@0.18.0)."""
+        seen = rec.setdefault("runs", {}).setdefault(run_id, {})
+        try:   # the end as the platform reports it (the last poll may predate it)
+            run = self.cli.json("train", "get", run_id, "-o", "json", timeout=120)["run"]
+            seen.update({k: run.get(k) for k in ("started_at", "completed_at", "gpu_count") if run.get(k)})
+        except (CLIError, ValueError, KeyError, TypeError):
+            pass
+        usage: float | None
+        try:
+            usage = float(self.cli.json("train", "usage", run_id, "-o", "json",
+                                        timeout=120).get("total_cost_usd") or 0.0)
+        except (CLIError, ValueError, AttributeError):
+            usage = None
+            say(log, f"`prime train usage {run_id}` failed: its usage view is not counted")
+        return run_bill(seen, usage)
+
+
+def platform_time(value: Any) -> float | None:
+    """A platform timestamp (ISO 8601, as RLRun serializes datetimes) as epoch seconds; a number
+    is one of the driver's own (time.time())."""
+    from datetime import datetime, timezone
+
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    try:
+        t = datetime.fromisoformat(str(value).replace("Z", "+00:00").replace(" ", "T"))
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
+
+
+def run_bill(seen: dict, usage: float | None) -> dict:
+    """A run's billed seconds (started_at to completed_at; from its dispatch when the platform
+    never reported a start, to the driver's stop when it never reported an end: more than the
+    platform bills, never less), its GPU-hours and their cost at the dispatch's rate."""
+    start = platform_time(seen.get("started_at")) or platform_time(seen.get("dispatched_at"))
+    end = platform_time(seen.get("completed_at")) or platform_time(seen.get("stopped_at"))
+    seconds = max(0.0, end - start) if start is not None and end is not None else 0.0
+    placement = seen.get("placement") or {}
+    rate = placement.get("estimatedCostPerHour")
+    per_gpu = placement.get("pricePerGpuHour")
+    gpus = seen.get("gpu_count") or (round(rate / per_gpu) if rate and per_gpu else None)
+    return {"billed_s": round(seconds, 3), "gpu_count": gpus,
+            "gpu_hours": round(seconds / 3600 * (gpus or 0), 6),
+            "rate_per_hour": rate,
+            "gpu_hour_usd": round(float(rate) * seconds / 3600, 6) if rate is not None else None,
+            "usage_usd": None if usage is None else round(usage, 6)}
+
+
+def ledger_entry(rec: dict, views: list[dict], outcome: str) -> dict:
+    """A launch's line in the ledger: both views summed over its runs, and cost_usd, the larger
+    of the two (what --max-cost gates on: neither undercounts the other's bill)."""
+    gpu_usd = [v["gpu_hour_usd"] for v in views if v["gpu_hour_usd"] is not None]
+    usage = [v["usage_usd"] for v in views if v["usage_usd"] is not None]
+    entry = {"arm": rec["arm"], "kind": rec.get("label", rec["kind"]), "run_ids": list(rec["run_ids"]), "outcome": outcome,
+             "billed_s": round(sum(v["billed_s"] for v in views), 3),
+             "gpu_hours": round(sum(v["gpu_hours"] for v in views), 6),
+             "gpu_hour_usd": round(sum(gpu_usd), 6) if gpu_usd else None,
+             "usage_usd": round(sum(usage), 6) if usage else None, "runs": views}
+    entry["cost_usd"] = round(max(entry["gpu_hour_usd"] or 0.0, entry["usage_usd"] or 0.0), 6)
+    return entry
 
 
 def run_root(files: list[str], run_id: str) -> str | None:
-    """prime-rl's run directory R inside runs/<run_id>/: where its rollouts or checkpoints are
-    (the platform picks the output dir; R is <output dir>/<run.name>)."""
-    pat = re.compile(rf"^(runs/{re.escape(run_id)}/(?:[^/]+/)*?{re.escape(RUN_NAME)})/"
+    """prime-rl's run directory R inside runs/<run_id>/, read from the listing: the directory
+    that holds rollouts/, checkpoints/ or broadcasts/step_N/. The CLI says only that outputs go
+    under runs/<runId>/ (commands/rl.py:1139-1155@0.18.0); R may be runs/<id>/ itself (as the
+    platform's volume docs list checkpoints/step_N/ there) or a directory below it."""
+    pat = re.compile(rf"^(runs/{re.escape(run_id)}(?:/[^/]+)*?)/"
                      r"(?:rollouts|checkpoints|broadcasts)/step_\d+/")
     roots = {m.group(1) for f in files if (m := pat.match(f))}
     return min(roots, key=len) if roots else None

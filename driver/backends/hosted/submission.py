@@ -79,7 +79,8 @@ def eval_config(args: list[str], run_dir: Path, state: RunState) -> dict:
     """The final-weights eval as a hosted run: `--tokenizer MODEL @ evals.toml --output-dir D`
     becomes a one-step run that starts from the weights the evals config names and evaluates
     them at startup (policy v0, step 1) with the evals config's sources and sampling."""
-    from driver.dialects.current import CurrentDialect
+    from driver.dialects import knob_keys
+    from driver.dialects.current import KNOB_KEYS, CurrentDialect
     from rl_contract import composition
 
     tokenizer = args[1] if args[:1] == ["--tokenizer"] else state.model
@@ -91,19 +92,25 @@ def eval_config(args: list[str], run_dir: Path, state: RunState) -> dict:
              if k not in ("client", "env_server_base_port", "concurrency")}
     evals.update({"interval": EVAL_INTERVAL, "skip_first_step": False})
     hub = read_json(run_dir / "hub_env.json")
-    knobs = state.knobs()
-    cfg = {"max_steps": 1, "seq_len": knobs.seq_len, "run": {"name": RUN_NAME},
-           "model": {"name": volume_path(run_dir, Path(ev["model"]))},
-           "tokenizer": {"name": tokenizer},
-           "weight_broadcast": {"type": "filesystem"},
-           "orchestrator": {"batch_size": knobs.batch_size, "group_size": knobs.rollouts_per_example,
-                            "train": {"sampling": {"max_completion_tokens": knobs.max_completion_tokens,
-                                                   "temperature": knobs.temperature},
-                                      "source": [CurrentDialect().hub_train_block(hub)]},
-                            "eval": evals},
-           "trainer": {}, "inference": {}}
+    cfg: dict = {"max_steps": 1, "run": {"name": RUN_NAME}, "tokenizer": {"name": tokenizer},
+                 "weight_broadcast": {"type": "filesystem"}}
+    knob_keys.apply(cfg, KNOB_KEYS, state.knobs(), "train")   # the run's knobs, as every arm's
+    cfg["model"] = {"name": volume_path(run_dir, _final_weights(ev))}   # starts from the weights
+    cfg["orchestrator"]["train"]["source"] = [CurrentDialect().hub_train_block(hub)]
+    cfg["orchestrator"]["eval"] = evals
+    cfg.setdefault("trainer", {})
+    cfg["inference"] = {}
     _to_hub_ids(cfg, hub_refs(run_dir, state))
     return cfg
+
+
+def _final_weights(ev: dict) -> Path:
+    """The weights an evals config measures: the broadcast its [online] block loads into the
+    base model, or (a standalone config) the model it serves."""
+    online = ev.get("online") or {}
+    if online.get("broadcasts_dir") is not None and online.get("resume_step") is not None:
+        return Path(online["broadcasts_dir"]) / f"step_{int(online['resume_step'])}"
+    return Path(ev["model"])
 
 
 def check_submission(cfg: dict) -> None:

@@ -1,0 +1,265 @@
+"""The prime_rl backend against prime-rl's run-time behaviour, as rl_contract/ states it and the
+trainer double copies it: the zero-advantage filter's abort (classic's control/evicted.txt, the
+current generation's ten empty batches), W&B without credentials, the GPUs a deployment asks
+for, a canonical config's train-source name, --init-from on real output directories of both
+generations, and errored eval episodes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import DOUBLE, FAST, current_env, driver, driver_env, launches, run_dir_from
+from driver.dialects import get
+from driver.run.model import Knobs
+
+
+def _state(rd: Path) -> dict:
+    return json.loads((rd / "run.json").read_text())
+
+
+def _metrics(rd: Path) -> dict:
+    return json.loads((rd / "metrics.json").read_text())
+
+
+def _arm_launches(tmp: Path, arm: str) -> list[dict]:
+    return [x for x in launches(tmp) if Path(x["output_dir"]).parent.name == arm]
+
+
+# ---- the zero-advantage filter ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dialect", ["classic", "current"])
+def test_an_arm_prime_rl_aborts_on_its_filter_is_recorded_with_its_reason_and_never_retrained(
+        tmp_path, runs, dialect):
+    """iter_1's student solves every row of its dataset (the probe saw live groups; training
+    saturated them): prime-rl's zero-advantage filter finds nothing to train on and aborts the
+    arm. The iteration is recorded as skipped with prime-rl's reason, its attempt set aside (a
+    classic launch into a dir holding control/evicted.txt aborts at once), and neither the loop
+    nor a resume trains it again."""
+    make_env = driver_env if dialect == "classic" else current_env
+    env = make_env(tmp_path, DOUBLE_SHAPE_ARM="iter_1", DOUBLE_TRAIN_SKILL="1")
+    r = driver(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    skipped = json.loads((rd / "iter_1" / "skipped.json").read_text())
+    assert skipped["reason"].startswith("prime-rl aborted the arm")
+    why = skipped["failures"][0]
+    assert ("filtered out on 3 consecutive attempts" in why if dialect == "classic"
+            else "10 consecutive empty train batches" in why), why
+    [entry] = [m for m in _metrics(rd)["iters"] if m["iter"] == 1]
+    assert entry["skipped"] and "prime-rl" in entry["failures"][0]
+    assert len(_arm_launches(tmp_path, "iter_1")) == 1
+    aside = rd / "iter_1" / "prime_out.failed-1"
+    assert aside.is_dir() and not (rd / "iter_1" / "prime_out").exists()
+    if dialect == "classic":
+        assert (aside / "run_default" / "control" / "evicted.txt").read_text().startswith("All ")
+    assert _state(rd)["status"] == "max_iters_reached"
+    # no iteration was evaluated, so no control could answer its question: skipped, and said so
+    assert "[run_c] skipped: no iteration produced an evaluated model" in r.stderr
+    assert "run_c (untargeted @iter0) was not run: no iteration produced an evaluated model." in r.stdout
+    # resuming the finished run trains nothing again
+    before = len(launches(tmp_path))
+    r = driver(["resume", str(rd)], make_env(tmp_path, DOUBLE_SHAPE_ARM="iter_1", DOUBLE_TRAIN_SKILL="1"))
+    assert r.returncode == 0 and len(launches(tmp_path)) == before
+
+
+def test_the_probe_turns_the_filter_off_in_its_one_step_and_reads_an_abort_as_a_verdict(tmp_path):
+    """The probe's launch overlays the filter's off-switch (its rows are measured, not
+    aborted); and where a launch aborts all the same, the dialect reads prime-rl's reason."""
+    for name in ("classic", "current"):
+        d = get(name)
+        flat = json.dumps(d.probe_overlay)
+        assert "zero_advantage" in flat or "filter_zero_advantages" in flat
+        assert "false" in flat.lower()
+    classic = get("classic")
+    out = tmp_path / "out"
+    classic.evicted_file(out).parent.mkdir(parents=True)
+    classic.evicted_file(out).write_text("All 512 rollouts were filtered out on 3 consecutive attempts at step 3")
+    assert classic.abort_reason(out, 3, 4, 32).startswith("All 512 rollouts")
+    assert classic.abort_reason(tmp_path / "elsewhere", 3, 4, 32) is None
+
+
+# ---- launch prerequisites, refused before a run directory -----------------------------------------
+
+def test_fewer_gpus_than_the_deployment_asks_for_is_refused_before_a_run_directory(tmp_path, runs):
+    r = driver(["run", *FAST, "--runs-dir", str(runs)], driver_env(tmp_path, CUDA_VISIBLE_DEVICES="0"))
+    assert r.returncode == 2, r.stderr
+    assert "asks for 2 GPUs (inference + trainer) and 1 are visible" in r.stderr
+    assert list(runs.iterdir()) == [] and launches(tmp_path) == []
+
+
+def test_visible_gpus_are_cuda_visible_devices_else_nvidia_smi(tmp_path):
+    from rl_contract import launch
+
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": "2,3", "PATH": ""}) == 2
+    assert launch.visible_gpus({"CUDA_VISIBLE_DEVICES": "", "PATH": ""}) == 0
+    assert launch.visible_gpus({"PATH": str(tmp_path)}) is None        # no driver here
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: a)'\necho 'GPU 1: NVIDIA H200 (UUID: b)'\n")
+    smi.chmod(0o755)
+    assert launch.visible_gpus({"PATH": str(tmp_path)}) == 2
+    assert launch.gpus_requested({"inference": {}}) == 2
+    assert launch.gpus_requested({"inference": {}, "deployment": {"num_train_gpus": 6, "num_infer_gpus": 2}}) == 8
+    assert launch.gpus_requested({}) == 1     # no [inference]: the trainer alone
+
+
+@pytest.mark.parametrize("without_key", ["fail", "run"])
+def test_without_wandb_credentials_no_arm_turns_wandb_on(tmp_path, runs, without_key, monkeypatch):
+    """Whether `wandb.init` fails in a detached process with no key is wandb's behaviour, not
+    settled by prime-rl's source: the double does either. The driver decides before the run
+    directory exists: no credentials, no W&B in any arm (said in the header)."""
+    env = driver_env(tmp_path, DOUBLE_WANDB_WITHOUT_KEY=without_key)
+    r = driver(["run", "--dry-run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr
+    assert "W&B: off (no credentials found" in r.stderr
+    rd = run_dir_from(r.stdout)
+    rendered = [p for p in rd.rglob("*.toml")]
+    assert rendered and not any("wandb" in tomllib.loads(p.read_text()) for p in rendered)
+    # the double's launcher, given a config that turns W&B on with no key, does as the knob says
+    import double_launcher
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    for k in [k for k in os.environ if k.startswith("WANDB_")]:
+        monkeypatch.delenv(k)
+    refused = double_launcher.refusal({"wandb": {"project": "p"}, "inference": {}}, "classic")
+    assert (refused is not None and "api_key not configured" in refused) == (without_key == "fail")
+
+
+def test_wandb_on_without_credentials_is_refused_and_with_a_key_every_arm_logs(tmp_path, runs):
+    r = driver(["run", "--wandb", "on", *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 2 and "--wandb on, but no W&B credentials" in r.stderr
+    assert list(runs.iterdir()) == []
+    r = driver(["run", "--dry-run", *FAST, "--runs-dir", str(runs)],
+               driver_env(tmp_path, WANDB_API_KEY="k" * 40))
+    assert r.returncode == 0 and "W&B: on (credentials: WANDB_API_KEY)" in r.stderr
+    rd = run_dir_from(r.stdout)
+    arms = [p for p in (rd / "dry_run").rglob("rl.toml")]
+    assert arms and all(tomllib.loads(p.read_text())["wandb"]["name"] == p.parent.name for p in arms)
+
+
+def test_a_canonical_configs_train_source_name_is_kept_by_every_fork(tmp_path, runs):
+    """The current generation: iter_0 trained from a canonical config keeps that config's
+    train-source name in its checkpoint, and prime-rl refuses a fork whose names differ. Every
+    arm forking iter_0 (the probe, the iterations, runs A and C) names its source as iter_0's."""
+    d = get("current")
+    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256)
+    hub = {"env_id": "stock_arithmetic", "train_args": {"split": "train"}}
+    base = tomllib.loads(d.render_base(hub, knobs))
+    base["orchestrator"]["train"]["source"][0]["name"] = "stock-arith"
+    import tomli_w
+
+    (tmp_path / "canon.toml").write_text(tomli_w.dumps(base))
+    env = current_env(tmp_path)
+    r = driver(["run", "--max-iters", "2", *FAST, "--base-config", str(tmp_path / "canon.toml"),
+                "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    assert _state(rd)["iter_0_train_source"] == "stock-arith"
+    forks = [rd / "iter_1" / "rl.toml", rd / "iter_1" / "probe" / "rl.toml",
+             rd / "run_a_best_from_iter0" / "rl.toml", rd / "run_c_untargeted_from_iter0" / "rl.toml"]
+    for cfg in forks:
+        names = [s["name"] for s in tomllib.loads(cfg.read_text())["orchestrator"]["train"]["source"]]
+        assert names == ["stock-arith"], cfg
+    assert {c["run"] for c in _metrics(rd)["controls"]} == {"run_a", "run_b", "run_c"}
+    # a canonical config with two train sources cannot be forked with one: refused up front
+    base["orchestrator"]["train"]["source"].append({**base["orchestrator"]["train"]["source"][0], "name": "x"})
+    (tmp_path / "two.toml").write_text(tomli_w.dumps(base))
+    r = driver(["run", *FAST, "--base-config", str(tmp_path / "two.toml"), "--runs-dir",
+                str(tmp_path / "runs2")], env)
+    assert r.returncode == 2 and "trains iter_0 on 2 train sources" in r.stderr
+    assert not (tmp_path / "runs2").exists()
+
+
+# ---- --init-from a real output directory ------------------------------------------------------------
+
+def _prior(tmp_path: Path, env: dict, configs: list[str], shards: int = 1) -> Path:
+    """A prime-rl output directory, as the double writes one (no driver involved), beside the
+    procedure's run.json and metrics.json."""
+    prior = tmp_path / "prior"
+    prior.mkdir()
+    args = []
+    for i, text in enumerate(configs):
+        (prior / f"c{i}.toml").write_text(text)
+        args += ["@", str(prior / f"c{i}.toml")]
+    got = subprocess.run([sys.executable, str(DOUBLE), *args, "--output-dir", str(prior / "prime_out")],
+                         env={**env, "DOUBLE_WEIGHT_SHARDS": str(shards)}, capture_output=True,
+                         text=True, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    (prior / "run.json").write_text(json.dumps({"dataset": "stock_arithmetic", "model": "Qwen/Qwen3-0.6B"}))
+    (prior / "metrics.json").write_text(json.dumps({"iters": [], "controls": []}))
+    return prior
+
+
+def test_init_from_a_real_classic_output_dir_with_sharded_weights(tmp_path, runs):
+    """Classic prime-rl shards HF weights above 5 GB and files the last step's batch one step
+    below the final eval's: such a directory is accepted as iter_0."""
+    d = get("classic")
+    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256, eval_examples=50)
+    hub = {"env_id": "stock_arithmetic", "eval_size": 200}
+    env = driver_env(tmp_path)
+    prior = _prior(tmp_path, env, [d.render_base(hub, knobs), d.render_eval_overlay(hub, knobs)], shards=3)
+    out = prior / "prime_out"
+    assert sorted(p.name for p in (out / "weights" / "step_3").glob("model-*")) == [
+        f"model-0000{i}-of-00003.safetensors" for i in (1, 2, 3)]
+    assert not (out / "weights" / "step_3" / "model.safetensors").exists()
+    assert not d.train_file(out, 3).exists() and d.train_file(out, 2).exists()
+    r = driver(["run", "--init-from", str(prior), "--max-iters", "1", *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    st = _state(rd)
+    assert (st["iter_0_source"], st["iter_0_step"]) == ("init-from", 3)
+    it0 = _metrics(rd)["iters"][0]
+    assert it0["source"] == "init-from" and it0["n_eval"] == 50
+    assert it0["checkpoint"] == str(out / "weights" / "step_3")
+    assert launches(tmp_path)[1:] == []      # only the double's own run: nothing trained
+
+
+def test_init_from_a_real_current_output_dir_measures_its_final_weights_then_forks_it(tmp_path, runs):
+    """The current generation writes no weights/ dir and never evaluates its final weights:
+    the broadcast is measured by the final-weights eval, and iterations fork the checkpoint."""
+    d = get("current")
+    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256)
+    hub = {"env_id": "stock_arithmetic", "train_args": {"split": "train"}}
+    env = current_env(tmp_path)
+    prior = _prior(tmp_path, env, [d.render_base(hub, knobs), d.render_eval_overlay(hub, knobs)])
+    out = prior / "prime_out"
+    assert not (out / "weights").exists() and d.resumable_step(out) == 3
+    r = driver(["run", "--init-from", str(prior), "--max-iters", "2", *FAST, "--eval-examples", "60",
+                "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    it0 = _metrics(rd)["iters"][0]
+    assert (it0["source"], it0["n_eval"]) == ("init-from", 60)
+    assert (rd / "iter_0" / "final_eval.log").exists()      # its final weights were measured
+    cfg = tomllib.loads((rd / "iter_1" / "rl.toml").read_text())
+    assert cfg["resume"]["dir"] == str(d.checkpoint_dir(rd / "iter_0" / "prime_out", 3))
+    assert any(m["iter"] == 1 and m.get("eval_acc") is not None for m in _metrics(rd)["iters"])
+
+
+# ---- errored episodes ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dialect", ["classic", "current"])
+def test_errored_eval_episodes_are_counted_apart_never_as_wrong_answers(tmp_path, dialect):
+    from driver.analysis import evaluation
+
+    d = get(dialect)
+    path = tmp_path / "eval.jsonl"
+    lines = []
+    for i in range(10):
+        errored = i < 3
+        if dialect == "classic":
+            lines.append({"example_id": i, "reward": 0.0 if errored else 1.0, "metrics": {"is_correct": 0.0 if errored else 1.0},
+                          "error": "ModelError" if errored else None})
+        else:
+            lines.append({"task": {"key": f"test:{i}"}, "env": {"name": "hub-eval"}, "ok": not errored,
+                          "traces": [] if errored else [{"rewards": {"correct": {"score": 1.0, "weight": 1.0}}}]})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    s = evaluation.aggregate(path, view=d.eval_view)
+    assert (s["n_eval"], s["n_errored"], s["eval_acc"]) == (7, 3, 1.0)
+    assert len(s["correct_by_example"]) == 7      # the paired tests see scored examples only
