@@ -166,19 +166,51 @@ def corpus_rows(spec: dict, env, env_key: str) -> list[dict]:
     return make(spec["sft_steps"] * spec["sft_batch"], spec["seed"], **options)
 
 
-def sft_examples(rows, tokenizer) -> list[tuple[list[int], list[int]]]:
-    """(prompt ids, completion ids) from rows that carry a reference completion in info: the
-    env's *train* rows or its warm-start stream. The eval split is never touched."""
+def sft_examples(rows, tokenizer) -> list[tuple[list[int], list[int], list[int]]]:
+    """(prompt ids, completion ids, loss mask) from rows that carry a reference in info: a
+    completion (`reference_completion`: one reply) or a whole episode (`reference_trajectory`:
+    the messages after the prompt, the model's replies and the env's between them, whose loss
+    reads the model's replies only). The env's *train* rows, its warm-start stream, or a
+    solver's corpus; the eval split is never touched."""
     from embedded_trainer.rollouts import render_prompt
 
     out = []
     for row in rows:
-        ref = (row.get("info") or {}).get("reference_completion")
-        if isinstance(ref, str) and ref:
-            prompt_ids = render_prompt(tokenizer, row["prompt"])
-            out.append((prompt_ids, tokenizer.encode(ref, add_special_tokens=False)
-                        + [tokenizer.eos_token_id]))
+        info = row.get("info") or {}
+        ref, traj = info.get("reference_completion"), info.get("reference_trajectory")
+        prompt_ids = render_prompt(tokenizer, row["prompt"])
+        if isinstance(traj, list) and traj:
+            ids, mask = trajectory_ids(tokenizer, list(row["prompt"]), traj, prompt_ids)
+            if any(mask):
+                out.append((prompt_ids, ids, mask))
+        elif isinstance(ref, str) and ref:
+            ids = tokenizer.encode(ref, add_special_tokens=False) + [tokenizer.eos_token_id]
+            out.append((prompt_ids, ids, [1] * len(ids)))
     return out
+
+
+def trajectory_ids(tokenizer, prompt: list[dict], trajectory: list[dict],
+                   prompt_ids: list[int]) -> tuple[list[int], list[int]]:
+    """An episode's tokens after the prompt, as the chat template renders the conversation, and
+    a mask of the model's own: each assistant reply and its end token (what the model samples),
+    not the env's messages or the template's markers. Stops before a reply whose rendering does
+    not extend the conversation before it (a template that re-renders earlier turns)."""
+    def ids(messages, generation: bool) -> list[int]:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=generation, tokenize=False)
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    seq, mask, messages = list(prompt_ids), [0] * len(prompt_ids), list(prompt)
+    for m in trajectory:
+        if m.get("role") == "assistant":
+            before = ids(messages, True)
+            after = ids(messages + [m], False)
+            if before[:len(seq)] != seq or after[:len(before)] != before:
+                break
+            mask += [0] * (len(before) - len(seq)) + [1] * (len(after) - len(before))
+            seq = after
+        messages.append(m)
+    n = len(prompt_ids)
+    return seq[n:], mask[n:]
 
 
 def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
@@ -188,7 +220,7 @@ def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
     from embedded_trainer.grpo import shared_prefix_logits
 
     prefix = list(examples[0][0])
-    for p, _ in examples:
+    for p, _, _ in examples:
         n = 0
         while n < min(len(prefix), len(p)) and prefix[n] == p[n]:
             n += 1
@@ -198,11 +230,13 @@ def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
     rng = random.Random(spec["seed"])
     torch.manual_seed(spec["seed"])
     stream = spec["corpus"] == "stream"   # each example once, in order
-    every = max(1, min(50, spec["sft_steps"] // 20))   # progress lines: at least 20 a build
+    # progress lines: at least 20 a build, the first after one step, and never a minute apart
+    every, quiet_s = max(1, min(50, spec["sft_steps"] // 20)), 30.0
     opt = torch.optim.AdamW(model.parameters(), lr=spec["sft_lr"], betas=(0.9, 0.98))
     steps, bsz, warm = spec["sft_steps"], spec["sft_batch"], max(1, spec["sft_steps"] // 12)
     model.train()
     t0, loss_v = time.time(), float("nan")
+    last_line = t0
     for step in range(1, steps + 1):
         lr = spec["sft_lr"] * (step / warm if step <= warm else
                                0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, steps - warm))))
@@ -210,13 +244,15 @@ def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
             g["lr"] = lr
         batch = (examples[(step - 1) * bsz:step * bsz] if stream else
                  [examples[rng.randrange(len(examples))] for _ in range(bsz)])
-        width = max(len(p) - len(prefix) + len(c) for p, c in batch)
+        width = max(len(p) - len(prefix) + len(c) for p, c, _ in batch)
         ids = torch.zeros(bsz, width, dtype=torch.long)
         labels = torch.full((bsz, width), -100, dtype=torch.long)
-        for i, (p, c) in enumerate(batch):
+        for i, (p, c, m) in enumerate(batch):
             seq = p[len(prefix):] + c
             ids[i, :len(seq)] = torch.tensor(seq)
-            labels[i, len(seq) - len(c):len(seq)] = torch.tensor(c)
+            # the loss reads the model's own tokens only (an episode's env messages are masked)
+            labels[i, len(seq) - len(c):len(seq)] = torch.where(
+                torch.tensor(m, dtype=torch.bool), torch.tensor(c), torch.tensor(-100))
         logits = shared_prefix_logits(model, prefix, ids)
         loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                                  labels.reshape(-1), ignore_index=-100)
@@ -225,7 +261,8 @@ def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         loss_v = loss.item()
-        if step % every == 0 or step == steps:
+        if step % every == 0 or step in (1, steps) or time.time() - last_line >= quiet_s:
+            last_line = time.time()
             spent = time.time() - t0
             eta = spent / step * (steps - step)
             log(f"sft step {step}/{steps} loss {loss_v:.4f} ({spent:.0f}s, eta {eta:.0f}s)")
@@ -277,36 +314,25 @@ def materialize(name: str, env, env_key: str, log=print, progress: Path | None =
     shipped = PREBUILT / target.name
     if (shipped / "DONE").exists():
         return shipped
-    base = None
-    if spec["init"]:
-        base = next((d / spec["init"] for d in (cache_root(), PREBUILT)
-                     if (d / spec["init"] / "DONE").exists()), None)
-        if base is None:
-            raise TrainerError(
-                f"init={spec['init']} names no built student: neither {cache_root()} nor "
-                f"{PREBUILT} holds it. Build that recipe first (its recipe.json names it), or drop "
-                "init= to start from fresh weights.")
+    base = init_model_dir(spec)
     tokenizer = build_tokenizer()
     examples = sft_examples(corpus_rows(spec, env, env_key), tokenizer)
     if not examples:
         raise TrainerError(
             f"the built-in tiny model warm-starts by SFT on reference completions, and the train "
-            f"rows of {env_key} carry none (no info.reference_completion). Pass a pretrained "
-            f"model directory as --model.name instead of {RECIPE_PREFIX}.")
-    log(f"building {RECIPE_PREFIX} for {env_key}: SFT on {len(examples)} {spec['corpus']} rows, "
-        f"{spec['sft_steps']} steps" + (f" from {base.name}" if base else "")
-        + f" (cached in {target})")
+            f"rows of {env_key} carry none (no info.reference_completion or "
+            f"info.reference_trajectory). Pass a pretrained model directory as --model.name "
+            f"instead of {RECIPE_PREFIX}.")
     # the build's own thread count, then the caller's again: a run that built its student
     # must train exactly as one that found it cached
     threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(build_threads())
     try:
-        if base is None:
-            model = build_model(spec, len(tokenizer))
-        else:
-            from transformers import AutoModelForCausalLM
-
-            model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        model = start_model(spec, base, len(tokenizer))
+        log(f"building {RECIPE_PREFIX} for {env_key}: {sum(p.numel() for p in model.parameters()):,} "
+            f"parameters, SFT on {len(examples)} {spec['corpus']} rows, {spec['sft_steps']} steps of "
+            f"{spec['sft_batch']}" + (f" from {base.name}" if base else "")
+            + f" (cached in {target}); the first progress line gives the estimate")
         on_step = None
         if progress is not None:
             progress.parent.mkdir(parents=True, exist_ok=True)
@@ -327,3 +353,56 @@ def materialize(name: str, env, env_key: str, log=print, progress: Path | None =
         import shutil
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def build_threads() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def init_model_dir(spec: dict) -> Path | None:
+    """The built student `init=` continues from, or None without init=."""
+    from embedded_trainer.errors import TrainerError
+
+    if not spec["init"]:
+        return None
+    base = next((d / spec["init"] for d in (cache_root(), PREBUILT)
+                 if (d / spec["init"] / "DONE").exists()), None)
+    if base is None:
+        raise TrainerError(
+            f"init={spec['init']} names no built student: neither {cache_root()} nor "
+            f"{PREBUILT} holds it. Build that recipe first (its recipe.json names it), or drop "
+            "init= to start from fresh weights.")
+    return base
+
+
+def start_model(spec: dict, base: Path | None, vocab_size: int):
+    """The model the SFT starts from: fresh weights, or the init= student's."""
+    if base is None:
+        return build_model(spec, vocab_size)
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+
+
+def estimate(name: str, env, env_key: str, steps: int = 3) -> dict:
+    """What building the recipe would cost here, before it is built: its parameters, SFT steps
+    and batch, and the seconds a step takes, measured over `steps` steps on the start of its
+    corpus with the build's thread count (nothing is cached). {"examples": 0} when the corpus
+    holds no reference to warm-start on."""
+    spec = parse_recipe(name)
+    tokenizer = build_tokenizer()
+    examples = sft_examples(corpus_rows({**spec, "sft_steps": steps}, env, env_key), tokenizer)
+    if not examples:
+        return {"examples": 0}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(build_threads())
+    try:
+        model = start_model(spec, init_model_dir(spec), len(tokenizer))
+        t0 = time.time()
+        sft(model, examples, {**spec, "sft_steps": steps}, log=lambda *a: None)
+        per_step = (time.time() - t0) / steps
+    finally:
+        torch.set_num_threads(threads)
+    return {"examples": len(examples), "params": sum(p.numel() for p in model.parameters()),
+            "sft_steps": spec["sft_steps"], "sft_batch": spec["sft_batch"],
+            "seconds_per_step": round(per_step, 4), "estimate_s": round(per_step * spec["sft_steps"], 1)}

@@ -10,6 +10,7 @@ then one loop whose ruled sections are the steps of GRPO:
   for each step:
   2. prompts    each train env's share of the step, from a seeded stream of its rows
   3. rollouts   a group of completions per prompt, behaviour log-probs kept; the env's rubric
+                (a multi-turn env plays each episode itself: embedded_trainer/episodes.py)
   4. advantages group-relative (or a grader's tiers: GAR, embedded/gar.py)
   5. on disk    the step's rollout rows, before the update (the teacher reads these)
   6. update     clipped surrogate (+ exact KL) over shuffled minibatches of groups
@@ -23,6 +24,9 @@ Where it departs from textbook GRPO (DeepSeekMath's), and why:
 - Advantages (r - mean) / (std + 1e-8) with the population std; `scale_advantages = false`
   drops the division (Dr. GRPO), which stops a rare slip of a mostly solved group from getting
   an advantage of sqrt(G - 1).
+- A multi-turn episode is one sequence: the loss and its log-probs read the model's own
+  tokens only (the env's feedback between turns is masked out); its reward is the rubric's
+  over the whole episode.
 - A zero-variance group gets exactly zero advantage and, without KL, costs no backward pass.
 - Two updates per rollout batch on disjoint shuffled minibatches (`updates_per_batch`), not
   several epochs over the whole batch.
@@ -59,12 +63,18 @@ LAYOUT = ClassicLayout()   # the output layout this trainer writes is the one th
 def load_env(block):
     import verifiers as vf
 
+    from embedded_trainer.episodes import refusal
+
     try:
-        return vf.load_environment(block.id, **block.args)
+        env = vf.load_environment(block.id, **block.args)
     except Exception as e:  # an env that is not installed, or whose loader fails
         raise TrainerError(f"cannot load environment {block.id!r} ({type(e).__name__}: {e}). "
                            f"Install it (e.g. `prime env install` or `pip install -e`) in this "
                            f"interpreter: {sys.executable}") from None
+    why = refusal(env)   # an env this trainer cannot play is never run as another kind
+    if why:
+        raise TrainerError(f"environment {block.id!r}: {why}")
+    return env
 
 
 def env_name(block) -> str:
@@ -318,7 +328,7 @@ def sample_step(run: Setup, step: int, gen) -> tuple:
         rows = [run.train_rows[e][i] for e, i in picks]
         got = sample_and_score(run.model, run.tok, [prompt_ids(run, e, i) for e, i in picks],
                                [run.train_envs[e] for e, _ in picks], rows, group, run.max_new,
-                               run.temperature, gen)
+                               run.temperature, gen, run.seq_len)
         keep = []
         for p_i, pick in enumerate(picks):
             mean = sum(sc["reward"] for sc in got.scores[p_i * group:(p_i + 1) * group]) / group
@@ -362,7 +372,7 @@ def evaluate(run: Setup, step: int) -> None:
         for s in range(0, len(ds), 64):
             chunk = ds[s:s + 64]
             got = sample_and_score(run.model, run.tok, [render_prompt(run.tok, r["prompt"]) for r in chunk],
-                                   [env] * len(chunk), chunk, rpe, limit, temp, gen)
+                                   [env] * len(chunk), chunk, rpe, limit, temp, gen, run.seq_len)
             rows_out += [rollout_row(chunk[k // rpe], got.texts[k], got.truncated[k], got.scores[k],
                                      env_name(block), None, got.gen_ms_per_rollout)
                          for k in range(len(got.texts))]
@@ -435,7 +445,7 @@ def run(cfg: cfgmod.RLConfig) -> None:
         order = torch.randperm(len(prompts), generator=torch.Generator().manual_seed(
             hash_seed(emb.seed, "minibatches", step))).tolist()
         chunks = [order[i::emb.updates_per_batch] for i in range(emb.updates_per_batch)]
-        mask = grpo.completion_mask(got.lengths, got.tokens.shape[1])
+        mask = got.mask   # the model's own tokens (an episode's env feedback is masked out)
         losses, kls, grad_norms = [], [], []
         for chunk in chunks:
             if not chunk:

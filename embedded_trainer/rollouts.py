@@ -2,7 +2,9 @@
 template; completions are scored by the env's own rubric through verifiers.
 
 `sample_and_score` is the one pipeline (sample -> decode -> score) that training, evaluation
-and the gradient probe all use; `rollout_row` writes its results in prime-rl's row shape.
+and the gradient probe all use; a multi-turn env's episodes are played by the env's own rollout
+loop instead (embedded_trainer/episodes.py), and come back in the same shape, with a mask of the
+model's own tokens. `rollout_row` writes its results in prime-rl's row shape.
 """
 from __future__ import annotations
 
@@ -171,14 +173,19 @@ def score(env, rows: list[dict], texts: list[str], truncated: list[bool]) -> lis
 @dataclass
 class Scored:
     """One batch of rollouts: rollout k answers prompt k // group."""
-    tokens: torch.Tensor      # [R, T] completion ids, padded after the end token
-    lengths: torch.Tensor     # [R]
-    logps: torch.Tensor       # [R, T] behaviour log-probs, as sampled
+    tokens: torch.Tensor      # [R, T] completion ids (an episode: every token after the prompt)
+    lengths: torch.Tensor     # [R] the model's own tokens
+    logps: torch.Tensor       # [R, T] behaviour log-probs, as sampled (0 on the env's tokens)
     truncated: list[bool]
     texts: list[str]
-    scores: list[dict]        # {"reward", "metrics", "scoring_ms"}
+    scores: list[dict]        # {"reward", "metrics", "scoring_ms"} (+ an episode's "completion")
     gen_s: float
     score_s: float
+    mask: torch.Tensor | None = None   # [R, T] the model's own tokens: the loss reads only these
+
+    def __post_init__(self):
+        if self.mask is None:   # one completion each: its first `lengths` tokens
+            self.mask = torch.arange(self.tokens.shape[1])[None, :] < self.lengths[:, None]
 
     @property
     def gen_ms_per_rollout(self) -> float:
@@ -191,19 +198,32 @@ class Scored:
         rows = [torch.tensor([p * group + j for p in keep for j in range(group)], dtype=torch.long)
                 for keep in groups]
         pick = [(part, ix.tolist()) for part, ix in zip(parts, rows)]
-        return Scored(torch.cat([part.tokens[ix] for part, ix in zip(parts, rows)]),
-                      torch.cat([part.lengths[ix] for part, ix in zip(parts, rows)]),
-                      torch.cat([part.logps[ix] for part, ix in zip(parts, rows)]),
+        width = max(part.tokens.shape[1] for part in parts)   # episodes differ in length
+
+        def cat(name: str, fill) -> torch.Tensor:
+            return torch.cat([torch.nn.functional.pad(getattr(part, name)[ix], (0, width - part.tokens.shape[1]),
+                                                      value=fill) for part, ix in zip(parts, rows)])
+
+        return Scored(cat("tokens", 0), torch.cat([part.lengths[ix] for part, ix in zip(parts, rows)]),
+                      cat("logps", 0.0),
                       [part.truncated[k] for part, ks in pick for k in ks],
                       [part.texts[k] for part, ks in pick for k in ks],
                       [part.scores[k] for part, ks in pick for k in ks],
-                      sum(x.gen_s for x in parts), sum(x.score_s for x in parts))
+                      sum(x.gen_s for x in parts), sum(x.score_s for x in parts), mask=cat("mask", False))
 
 
 def sample_and_score(model, tok, prompts: list[list[int]], envs: list, rows: list[dict], group: int,
-                     max_new: int, temperature: float, generator) -> Scored:
+                     max_new: int, temperature: float, generator, seq_len: int | None = None) -> Scored:
     """Sample `group` completions for each prompt (prompt i is rows[i] of envs[i], rendered),
-    decode them, and score each with its own env's rubric (one call per env, in order)."""
+    decode them, and score each with its own env's rubric (one call per env, in order). Where
+    an env is multi-turn, every prompt's episodes are played by their env's own rollout loop
+    (episodes.py; `max_new` is then each turn's limit and `seq_len` the episode's)."""
+    from embedded_trainer import episodes
+
+    if any(episodes.is_multi_turn(e) or episodes.refusal(e) for e in dict.fromkeys(envs)):
+        limit = seq_len or getattr(model.config, "max_position_embeddings", 2048)
+        return episodes.play_and_score(model, tok, prompts, envs, rows, group, max_new, temperature,
+                                       generator, limit)
     t0 = time.perf_counter()
     res = sample(model, prompts, group, max_new, temperature, tok.eos_token_id, tok.pad_token_id,
                  generator)
@@ -228,12 +248,15 @@ def sample_and_score(model, tok, prompts: list[list[int]], envs: list, rows: lis
 def rollout_row(row: dict, text: str, truncated: bool, sc: dict, name: str,
                 advantage: float | None, gen_ms: float) -> dict:
     """One rollout in prime-rl's classic row shape."""
+    episode = sc.get("completion")   # a multi-turn episode: its messages, the env's included
     out = {"example_id": row.get("example_id"), "env_name": name, "prompt": row.get("prompt"),
-           "completion": [{"role": "assistant", "content": text}], "answer": row.get("answer", ""),
+           "completion": episode if episode is not None else [{"role": "assistant", "content": text}],
+           "answer": row.get("answer", ""),
            "info": row.get("info") or {}, "task": row.get("task", "default"),
            "reward": sc["reward"], "metrics": sc["metrics"], "is_completed": not truncated,
-           "is_truncated": bool(truncated), "stop_condition": "max_tokens" if truncated else "eos",
-           "error": None, "timing": {"generation_ms": round(gen_ms, 3),
+           "is_truncated": bool(truncated),
+           "stop_condition": sc.get("stop_condition") or ("max_tokens" if truncated else "eos"),
+           "error": sc.get("error"), "timing": {"generation_ms": round(gen_ms, 3),
                                      "scoring_ms": round(sc["scoring_ms"], 3),
                                      "total_ms": round(gen_ms + sc["scoring_ms"], 3)},
            "filters": {}, "is_filtered": False}

@@ -26,7 +26,8 @@ __all__ = ["FAMILIES", "Family", "RowWriter", "clone_key", "cold_read", "family_
 # hub env module -> the module of its built-in family generator, whose FAMILY (a
 # generators.family.Family) the built-in teacher and control C use
 FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
-            "model_router": "generators.model_router"}
+            "model_router": "generators.model_router",
+            "hidden_number": "generators.hidden_number"}
 
 
 def family_of(hub: dict) -> str:

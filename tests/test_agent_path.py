@@ -114,7 +114,8 @@ def read_brief(brief: Path) -> dict:
         "text": text,
         "iter_dir": Path(re.search(r"Write these files in `([^`]+)`", text).group(1)),
         "failures": Path(re.search(r"lowest reward first: `([^`]+)`", text).group(1)),
-        "step": re.search(r"\(from `(train_step_\d+)`\)", text).group(1),
+        # how a skeleton row cites a failure: the row's own step and idx in the failures file
+        "cite": re.search(r"a skeleton row cites one as `skeleton:([^`]+)`", flat).group(1),
         "iteration": int(re.search(r"# Teacher brief — iteration (\d+)", text).group(1)),
         "fields": fields,
         "info_keys_read": re.findall(r"`(\w+)`", keys),
@@ -126,6 +127,11 @@ def read_brief(brief: Path) -> dict:
     }
 
 
+def cite(b: dict, row: dict) -> str:
+    """A failure as TEACHER.md says a skeleton row cites it (`train_step_<step>_idx_<idx>`)."""
+    return b["cite"].replace("<step>", str(row["step"])).replace("<idx>", str(row["idx"]))
+
+
 def teacher_from_brief(brief_path: Path, env: dict) -> dict:
     b = read_brief(brief_path)
     # what TEACHER.md states, asserted so that a brief that stops saying it fails here
@@ -134,7 +140,7 @@ def teacher_from_brief(brief_path: Path, env: dict) -> dict:
     assert "<answer>" in b["answer_format"]
     failures = [json.loads(l) for l in b["failures"].open()]
     full = max(r["reward"] for r in failures)   # a shaped reward: failed rows are below the top
-    skel = [f"{b['step']}_idx_{i}" for i, r in enumerate(failures) if r["reward"] < full or full < 1.2]
+    skel = [cite(b, r) for r in failures if r["reward"] < full or full < 1.2]
     prior = re.findall(r"--prior (\S+)", b["checks"])
     buckets = [("one number", "short numbers"), ("one number", "long numbers"),
                ("two numbers", "mixed lengths"), ("two numbers", "both long"),
@@ -239,8 +245,8 @@ def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(
     d = tmp_path / "iter_1"
     d.mkdir()
     failures = tmp_path / "failures.jsonl"
-    failures.write_text("".join(json.dumps({"reward": 0.2, "info": {"numbers": [12, 345]}}) + "\n"
-                                for _ in range(20)))
+    failures.write_text("".join(json.dumps({"idx": i, "step": 3, "reward": 0.2, "info": {"numbers": [12, 345]}})
+                                + "\n" for i in range(20)))
     b = Brief(run_dir=tmp_path, iter_dir=d, iteration=1, hub=envs.introspect(sys.executable, "digit_tally"),
               failures_path=failures, failures_step="train_step_3", eval_accs={"iter_0": 0.2},
               train_sample_path=failures)

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import FAST, driver, driver_env, run_dir_from, with_test_envs
-from test_agent_path import read_brief
+from test_agent_path import cite, read_brief
 
 
 GENERATOR = r'''
@@ -107,7 +107,7 @@ def _teacher(brief_path, env) -> subprocess.CompletedProcess:
             ("repeated_digit", "a factor repeats a digit"), ("carry_in_units", "the units carry")]],
     }
     plan = {"seed": b["iteration"], "prior": re.findall(r"--prior (\S+)", b["checks"]),
-            "skeletons": [f"{b['step']}_idx_{i}" for i, r in enumerate(failures) if r["reward"] < 1],
+            "skeletons": [cite(b, r) for r in failures if r["reward"] < 1],
             "skeleton_rows": int(600 * (b["skeleton"] + 0.05)),
             "hard_per_20": round(20 * (b["hard"] + 0.15)), "fields": b["fields"]}
     files = {

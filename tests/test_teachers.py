@@ -161,8 +161,11 @@ def test_each_family_declares_the_interface_and_optional_members_default():
     assert family_for({"env_id": "stock-arithmetic"}) is stock.FAMILY
     assert family_for({"env_id": "owner/model_router@1.0"}) is router.FAMILY
     assert family_for({"env_id": "parity_toy"}) is None
-    assert set(FAMILIES) == {"stock_arithmetic", "model_router"}
-    for fam in (stock.FAMILY, router.FAMILY):
+    from generators import hidden_number as game
+
+    assert family_for({"env_id": "hidden-number"}) is game.FAMILY
+    assert set(FAMILIES) == {"stock_arithmetic", "model_router", "hidden_number"}
+    for fam in (stock.FAMILY, router.FAMILY, game.FAMILY):
         assert isinstance(fam, Family) and fam.buckets and fam.feature_definitions and fam.data_plan
     assert stock.FAMILY.module == "generators.stock_arithmetic"
     assert stock.FAMILY.styles == ("stories", "plain") and stock.FAMILY.untargeted is stock.untargeted
@@ -216,21 +219,22 @@ def test_hparams_bounds_are_checked_field_by_field(tmp_path):
 # --------------------------------------------------------------------------------------------
 # LLM teacher
 
-_ROW = re.compile(r"### idx (\d+) · reward (\S+)\n.*?\ninfo: (.*?)\n", re.S)
+_ROW = re.compile(r"### idx (\d+) · step (\d+) · reward (\S+)\n.*?\ninfo: (.*?)\n", re.S)
 
 
 def _passing_from_prompt(body: dict) -> str:
     """What a capable model answers: skeletons of the failed rows it was shown."""
     user = next(m["content"] for m in body["messages"] if m["role"] == "user")
-    step = re.search(r"from (train_step_\d+)", user).group(1)
+    cite = re.search(r'a skeleton row cites it as `info.source = "skeleton:([^"]+)"`', user).group(1)
     skeletons = []
-    for idx, reward, info in _ROW.findall(user):
+    for idx, step, reward, info in _ROW.findall(user):
         try:
             info = json.loads(info)
         except json.JSONDecodeError:
             continue
         if float(reward) < 0.5 and isinstance(info, dict) and "problem" in info:
-            skeletons.append({"source": f"{step}_idx_{idx}", "problem": info["problem"]})
+            source = cite.replace("<step>", step).replace("<idx>", idx)
+            skeletons.append({"source": source, "problem": info["problem"]})
     n = int(re.search(r"# Iteration (\d+)", user).group(1))
     return teacher_files.as_reply(teacher_files.passing(skeletons, n, "canary_stock"))
 

@@ -56,10 +56,12 @@ def tool_calls(row: dict) -> int | None:
 
 
 def completion_length(row: dict) -> int:
+    """The policy's own text: a multi-turn episode's replies, not the env's messages between them."""
     comp = row.get("completion")
     if isinstance(comp, str):
         return len(comp)
-    return sum(len(str(m.get("content") or "")) for m in comp or [] if isinstance(m, dict))
+    return sum(len(str(m.get("content") or "")) for m in comp or []
+               if isinstance(m, dict) and m.get("role", "assistant") == "assistant")
 
 
 def _pearson(xs: list[float], ys: list[float]) -> float | None:

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from driver.backends import hosted, local, prime_rl
-from driver.backends.base import (Backend, Command, EnvPublisher, LocalServers, Preflight, Probe,
-                                   ProbeGate)
+from driver.backends.base import (Backend, Command, EnvPublisher, EpisodeKinds, LocalServers,
+                                   Preflight, Probe, ProbeGate)
 from driver.errors import UsageError
 
 if TYPE_CHECKING:
     from driver.run.model import RunState
 
-__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "LocalServers", "Probe", "arm_cost",
-           "choose", "preflight", "probe_gate", "resolve", "spent_usd"]
+__all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "EpisodeKinds", "LocalServers", "Probe",
+           "arm_cost", "choose", "episode_refusal", "preflight", "probe_gate", "resolve", "spent_usd"]
 
 BACKENDS: dict[str, Callable[[str | None], Backend]] = {
     "prime_rl": prime_rl.build,
@@ -32,6 +32,12 @@ def preflight(backend: Backend, state: "RunState") -> str | None:
     """The backend's own checks on the run's settings, before the run directory exists (a
     UsageError refuses); a line for the run header, or None."""
     return backend.preflight(state) if isinstance(backend, Preflight) else None
+
+
+def episode_refusal(backend: Backend, hub: dict) -> str | None:
+    """Why the backend cannot play the hub env's kind of episodes (None: it can, or it plays
+    every kind)."""
+    return backend.refuse_episodes(hub) if isinstance(backend, EpisodeKinds) else None
 
 
 def probe_gate(backend: Backend, run_dir: Path, state: "RunState", rollouts: int) -> tuple[bool, str] | None:

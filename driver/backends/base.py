@@ -180,3 +180,14 @@ class EnvPublisher(Protocol):
         """Publish the package at `pkg_dir` (idempotent across a resume); what was published
         (its registry id and version), recorded with the arm's installed env."""
         ...
+
+
+@runtime_checkable
+class EpisodeKinds(Protocol):
+    """A backend that plays only some kinds of episodes (hub_env.json's interaction.kind:
+    single_turn, multi_turn, tools): an env of another kind is refused before the run directory
+    exists, never run as a kind it is not."""
+
+    def refuse_episodes(self, hub: dict) -> str | None:
+        """Why this backend cannot play the hub env's episodes, naming what works; or None."""
+        ...

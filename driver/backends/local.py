@@ -13,6 +13,7 @@ from driver.backends.prime_rl import probe_override
 from driver.errors import UsageError
 
 PROBE_MODULE = "embedded_trainer.probe"
+PLAYS = ("single_turn", "multi_turn")   # the kinds of episodes the embedded trainer plays
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,21 @@ class Local:
 
     def describe(self) -> str:
         return " ".join(self.trainer().argv)
+
+    def refuse_episodes(self, hub: dict) -> str | None:
+        """The embedded trainer plays single-turn and multi-turn episodes (the env's own rollout
+        loop: embedded_trainer/episodes.py), not tool calls."""
+        it = hub.get("interaction") or {}
+        if it.get("kind", "single_turn") in PLAYS:
+            return None
+        tools = ", ".join(it.get("tools") or []) or "?"
+        return (f"{hub.get('env_id')} is a tool-using environment ({hub.get('env_class')}; tools: "
+                f"{tools}): its episodes go on as the model calls tools, and the embedded trainer "
+                "(--backend local) does not parse tool calls out of the model's text. It plays "
+                "single-turn and multi-turn environments (the env's own env_response, stop "
+                "conditions and max_turns). Nothing was created. What works: --backend prime_rl "
+                "--prime-rl-dir DIR on a GPU machine (vLLM parses the model's tool calls), or a "
+                "single-turn or multi-turn env without tools on --backend local.")
 
 
 def build(prime_rl_dir: str | None = None) -> Local:

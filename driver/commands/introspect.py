@@ -32,5 +32,6 @@ def main(a) -> int:
               ", ".join(f"{f['name']}×{f['weight']}" for f in info["rubric_funcs"]) +
               f"\n  train {info['train_size']} rows · eval {info['eval_size']} rows\n"
               f"  answer format: {info['answer_format_instruction']}\n"
-              f"  info keys the rubric reads: {', '.join(info.get('info_keys_read') or []) or 'none found'}")
+              f"  info keys the rubric reads: {', '.join(info.get('info_keys_read') or []) or 'none found'}\n"
+              f"  {envs.interaction_line(info)}")
     return 0

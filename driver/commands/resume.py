@@ -23,6 +23,8 @@ from driver.run.model import RunConfig
 NAME = "resume"
 _FLAGS: dict[str, str] = {}
 LIMITS = ("budget_seconds", "max_iters")
+# how long an arm may be silent: a resume may lengthen (or shorten) them for the arms to come
+TIMEOUTS = ("startup_timeout_s", "stall_timeout_s", "eval_timeout_s")
 # flags a user may reach for that no resume can honour: each is refused, naming what works
 REFUSED = ("--model",)
 
@@ -62,8 +64,19 @@ def main(a) -> int:
     rd.load_metrics()
     changes = given_values(a, RunConfig)
     limits = {k: changes.pop(k) for k in LIMITS if k in changes}
+    timeouts = {k: changes.pop(k) for k in TIMEOUTS if k in changes}
     with RunLock(rd.path):
         state = rd.load()  # re-read under the lock
+        if timeouts:
+            try:
+                new_state = RunState.model_validate({**state.model_dump(), **timeouts})
+            except ValidationError as e:
+                raise UsageError(validation_message(e, _FLAGS)) from None
+            for k, v in timeouts.items():
+                print(f"{_FLAGS.get(k, k)}: {getattr(state, k) / 60:g} min -> {v / 60:g} min",
+                      file=sys.stderr, flush=True)
+            state = new_state
+            rd.save(state)
         reopen = False
         if limits:   # refused before anything changes
             try:

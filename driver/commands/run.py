@@ -3,8 +3,9 @@
 Everything `driver resume` cannot fix is refused here, before the run directory exists: a bad
 flag, an unknown backend or a missing trainer, a base config prime-rl would reject, an
 --init-from directory that lacks what iter_0 is reused from (or whose iter_0 is of another
-dialect, hub env or model), a built-in student the embedded trainer cannot build for the env,
-a --student-solver that answers too few of the env's train rows at full reward, a hub env that
+dialect, hub env or model), a built-in student the embedded trainer cannot build for the env
+(or not within --startup-timeout), an env whose kind of episodes the backend cannot play (a
+tool-using env on the embedded trainer), a --student-solver that answers too few of the env's train rows at full reward, a hub env that
 does not load, or whose reward reads the env's own state with no scorer a generated env could
 call instead (the run's env is fixed for its life).
 """
@@ -29,10 +30,13 @@ def add(sub) -> None:
                            "baseline, the teacher/student loop, controls, finalize.\n\n"
                            "What `driver resume` could not fix is refused first, with exit 2 and\n"
                            "nothing created: a hub env that does not load, or whose reward cannot\n"
-                           "score a generated row; a built-in student the embedded trainer cannot\n"
-                           "build for the env; a base config or --init-from the trainer would reject;\n"
-                           "on --backend hosted, no logged-in `prime` 0.15.0 .. 0.18.x, or a --model\n"
-                           "neither your reserved clusters nor the on-demand pool can place."))
+                           "score a generated row; an env whose kind of episodes the backend\n"
+                           "cannot play (--backend local plays single-turn and multi-turn envs, not\n"
+                           "tool-using ones); a built-in student the embedded trainer cannot build\n"
+                           "for the env, or not within --startup-timeout; a base config or\n"
+                           "--init-from the trainer would reject; on --backend hosted, no logged-in\n"
+                           "`prime` 0.15.0 .. 0.18.x, or a --model neither your reserved clusters\n"
+                           "nor the on-demand pool can place."))
     _FLAGS.update(add_model_flags(r, RunConfig))
     _FLAGS["llm"] = "--llm-model"
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")
@@ -49,6 +53,7 @@ def main(a) -> int:
 
     from driver import backends, loop
     from driver.context import Ctx
+    from driver.envs import hub as envs
     from driver.errors import UsageError
     from driver.run.model import RunState, validation_message
     from driver.run.rundir import RunDir, RunLock
@@ -68,7 +73,6 @@ def main(a) -> int:
     backend = backends.resolve(state.backend, state.prime_rl_dir)  # refuse before creating anything
     backend_note = backends.preflight(backend, state)   # e.g. a hosted model the platform trains
     _check_init_from(state, backend.dialect)
-    _check_student(state, backend)   # resume cannot change --model: a student it cannot build
     if not state.base_config:
         from driver.backends.prime_rl import canonical_config
 
@@ -82,6 +86,10 @@ def main(a) -> int:
         _check_base_config(Path(state.base_config), backend.dialect)
     launch_notes = _one_eval_setting(state, set(values)) + _check_launch_prerequisites(state, backend)
     introspected = _introspect_first(state, backend)
+    refusal = backends.episode_refusal(backend, introspected[0])   # never run as another kind
+    if refusal:
+        raise UsageError(refusal)
+    _check_student(state, backend, introspected[0])   # resume cannot change --model
     rd = RunDir.create(a.runs_dir, state.dataset)
     _record_backend(state, rd, backend)
     with RunLock(rd.path):
@@ -97,6 +105,8 @@ def main(a) -> int:
                    if backend.prime_rl_version else "")
         print(f"backend: {backend.name} ({backend.describe()}); dialect: {backend.dialect}"
               f"{version}; teacher: {state.teacher}", file=sys.stderr, flush=True)
+        print(f"env: {state.dataset} ({introspected[0]['env_class']}); "
+              f"{envs.interaction_line(introspected[0])}", file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
@@ -162,34 +172,67 @@ def _check_init_from(state, dialect: str) -> None:
     init_from_source(state, dialects.get(dialect))
 
 
-def _check_student(state, backend) -> None:
+def _check_student(state, backend, hub: dict) -> None:
     """--backend local with the built-in student (`builtin:...`): refuse, before anything is
     created, a recipe the embedded trainer cannot build for this env: no built one cached or
     shipped, and no corpus to warm-start it from (the stream's `warm_start_corpus` in the env's
     package, or train rows with `info.reference_completion`). One job in the training
     interpreter (driver/envside/student.py) reads the facts; an env that does not load is left
     to introspection, which reports it. With --student-solver, the solver's corpus is built
-    first and the student named by it (_solver_corpus)."""
+    first and the student named by it (_solver_corpus). A student that must be built is timed
+    over a few SFT steps here: a build longer than --startup-timeout is refused, naming the
+    limit that fits."""
     if backend.name != "local" or not state.model.startswith("builtin:"):
         return
     from driver.envs import envside
     from driver.errors import UsageError
 
+    multi_turn = (hub.get("interaction") or {}).get("kind") == "multi_turn"
     if state.student_solver:
-        _solver_corpus(state, backend)
+        _solver_corpus(state, backend, multi_turn)
     try:
         got = envside.call(backend.python, envside.STUDENT_CHECK, envside.StudentRequest(
-            env_id=state.dataset, env_args=state.env_args, model=state.model))
+            env_id=state.dataset, env_args=state.env_args, model=state.model, estimate=True))
     except envside.EnvsideError as e:
         print(f"note: could not check that {state.model} can be built for {state.dataset} "
               f"({e}); iter_0 will tell", file=sys.stderr, flush=True)
         return
+    if got.env_recipe:   # the bare built-in name on an env that names its own student
+        print(f"student: {state.dataset}'s package names its own built-in student: --model "
+              f"{got.env_recipe}", file=sys.stderr, flush=True)
+        state.model = got.env_recipe
     why = student_refusal(got, state.model, state.dataset)
     if why:
-        raise UsageError(why + "\n" + student_routes(got, state.dataset))
+        raise UsageError(why + "\n" + student_routes(got, state.dataset, multi_turn))
+    if got.build:
+        _check_build_time(state, got.build)
 
 
-def _solver_corpus(state, backend) -> None:
+def _check_build_time(state, build: dict) -> None:
+    """Say what building the student costs before it starts, and refuse a build that cannot
+    finish within --startup-timeout (iter_0's trainer writes no step while it builds)."""
+    import math
+
+    from driver.errors import UsageError
+
+    minutes = build["estimate_s"] / 60
+    said = (f"the student {state.model} is built before iter_0 trains: {build['params']:,} "
+            f"parameters, {build['sft_steps']} SFT steps of {build['sft_batch']} on "
+            f"{build['examples']}+ warm-start examples, {build['seconds_per_step']:.2f} s a step here "
+            f"(measured over a few steps): about {minutes:.0f} min")
+    limit = state.startup_timeout_s
+    if build["estimate_s"] * 1.2 > limit:   # a fifth more: the machine's load moves the measure
+        fits = math.ceil(build["estimate_s"] * 1.5 / 60)
+        steps = max(1, int(limit / 1.2 / max(build["seconds_per_step"], 1e-6)))
+        raise UsageError(
+            f"{said}, longer than --startup-timeout ({limit / 60:g} min), which would stop it. "
+            f"Nothing was created. Run again with --startup-timeout {fits}m, or a shorter build "
+            f"(--model '{state.model}{'&' if '?' in state.model else '?'}sft_steps={steps}': a "
+            "weaker student).")
+    print(f"student build: {said}; --startup-timeout {limit / 60:g} min", file=sys.stderr, flush=True)
+
+
+def _solver_corpus(state, backend, multi_turn: bool = False) -> None:
     """--student-solver: run the solver on the env's train rows in the training interpreter
     (driver/envside/student.py), refuse when too few pass the env's rubric at full reward
     (run/model.py's floor), else point --model at the corpus (recipe corpus=solver)."""
@@ -199,10 +242,11 @@ def _solver_corpus(state, backend) -> None:
     from driver.errors import UsageError
     from driver.run.model import SOLVER_MIN_ROWS, SOLVER_MIN_SHARE
 
+    shape = (SOLVER_MOVE if multi_turn else SOLVER_SOLVE)
     path = Path(state.student_solver).expanduser()
     if not path.is_file():
         raise UsageError(f"--student-solver {state.student_solver} is not a file; write a Python "
-                         "file defining solve(question: str, info: dict) -> str | None")
+                         f"file defining {shape}")
     state.student_solver = str(path.resolve())
     base, _, query = state.model.partition("?")
     settings = [kv for kv in query.split("&") if kv]
@@ -222,11 +266,13 @@ def _solver_corpus(state, backend) -> None:
                          "created.") from None
     if got.solver_error:
         raise UsageError(f"--student-solver {path} does not load: {got.solver_error}. It must "
-                         "define solve(question: str, info: dict) -> str | None; nothing was created.")
-    said = (f"{got.kept} of the {got.train_rows} train rows of {state.dataset} passed: solve() "
-            f"returned a completion for {got.returned}"
+                         f"define {shape}; nothing was created.")
+    said = (f"{got.kept} of the {got.train_rows} train rows of {state.dataset} passed: "
+            + (f"next_move() played {got.returned} episodes" if got.multi_turn else
+               f"solve() returned a completion for {got.returned}")
             + (f", raised on {got.raised} (first: {got.first_raise})" if got.raised else "")
-            + f", and the env's rubric gave {got.kept} of them the full reward ({got.ceiling:g})")
+            + f", and the env's rubric gave {got.kept} of them the full reward ({got.ceiling:g}"
+            + (", over the whole episode)" if got.multi_turn else ")"))
     if got.kept < got.floor or not got.digest:
         misses = "".join(f"\n  - question: {m.question!r}\n    completion: {m.completion!r}\n    "
                          f"reward: {m.reward:g}" + (f" ({'; '.join(m.errors)})" if m.errors else "")
@@ -235,10 +281,11 @@ def _solver_corpus(state, backend) -> None:
             f"--student-solver: {said}; the built-in student's warm start needs at least {got.floor} "
             f"({SOLVER_MIN_ROWS} rows, or all of a smaller split, and {SOLVER_MIN_SHARE:.0%} of "
             "the split). Nothing was created."
-            + (f"\nCompletions the rubric scored below full reward:{misses}" if misses else "")
-            + "\nMake solve() answer more train rows, in the env's answer format (its system "
-            "prompt says which), then run again; or use a model directory (--model PATH), "
-            "--backend prime_rl or --backend hosted instead.")
+            + (f"\n{'Episodes' if got.multi_turn else 'Completions'} the rubric scored below "
+               f"full reward:{misses}" if misses else "")
+            + (f"\nMake {'next_move() win more episodes' if got.multi_turn else 'solve() answer more train rows'}, "
+               "in the env's answer format (its system prompt says which), then run again; or use "
+               "a model directory (--model PATH), --backend prime_rl or --backend hosted instead."))
     settings = [kv for kv in settings if kv.split("=")[0] not in ("corpus", "solver")]
     state.model = f"{base}?" + "&".join(settings + ["corpus=solver", f"solver={got.digest}"])
     print(f"student solver: {said}; the student warm-starts on them: --model {state.model} "
@@ -271,11 +318,17 @@ def student_refusal(got, model: str, dataset: str) -> str | None:
     if got.corpus == "train" and got.reference_completions == 0:
         return head + (f"the built-in student warm-starts by SFT on reference completions "
                        f"(corpus=train), and none of the {got.train_rows} train rows of "
-                       f"{dataset} carries one (info.reference_completion).")
+                       f"{dataset} carries one (info.reference_completion, or "
+                       "info.reference_trajectory for an episode).")
     return None
 
 
-def student_routes(got, dataset: str) -> str:
+SOLVER_SOLVE = "solve(question: str, info: dict) -> str | None"
+SOLVER_MOVE = ("next_move(messages: list[dict], info: dict) -> str | None (the env is multi-turn: "
+               "called once per turn with the conversation so far, it returns the next reply)")
+
+
+def student_routes(got, dataset: str, multi_turn: bool = False) -> str:
     """The commands that work instead, for a refused built-in student."""
     from driver.run.model import SOLVER_MIN_ROWS, SOLVER_MIN_SHARE
 
@@ -298,13 +351,18 @@ def student_routes(got, dataset: str) -> str:
                   "a completion in the env's answer format for one train row (None: cannot); the "
                   "driver runs it on the train rows only, keeps the completions the env's rubric "
                   f"scores at full reward ({floor}) and warm-starts the student on them: {run} "
-                  "--backend local --student-solver solve.py")
+                  "--backend local --student-solver solve.py") if not multi_turn else (
+                  "  - the built-in student warm-started on your own solver's episodes: write "
+                  f"solve.py defining {SOLVER_MOVE}; the driver plays every train row (never an "
+                  "eval row) as an episode with it, through the env's own turns, keeps the "
+                  f"episodes the env's rubric scores at full reward ({floor}) and warm-starts the "
+                  f"student on them: {run} --backend local --student-solver solve.py")
         # after the reference completions' route where there is one (it needs no code), before
         # the three routes to another model
         routes.insert(len(routes) - 3, solver)
         routes.append(f"  - or give {got.module or dataset}'s package a warm_start_corpus(count, "
-                      "seed, **options) returning rows with info.reference_completion (or its "
-                      "train rows an info.reference_completion), then run again")
+                      "seed, **options) returning rows with info.reference_completion (an "
+                      "episode's: info.reference_trajectory), or its train rows one, then run again")
     return ("The student is fixed for a run (`driver resume` cannot change --model), so nothing "
             "was created. What works instead:\n" + "\n".join(routes))
 

@@ -67,6 +67,7 @@ class ScoreRequest(EnvRequest):
 
 class StudentRequest(EnvRequest):
     model: str                  # the run's --model: a built-in recipe (builtin:tiny-char-qwen2?...)
+    estimate: bool = False      # measure what building it would cost here (a few SFT steps)
 
 
 class SolverRequest(EnvRequest):
@@ -122,6 +123,10 @@ class HubInfo(_Model):
     # a classic env: whether a reward scores against the env's own state, not the row
     # ({"verdict": "yes" | "no" | "undetermined", "funcs", "evidence", "scorer"}; row_truth.py)
     reward_reads_env_state: dict[str, Any] | None = None
+    # a classic env: how its episodes go ({"kind": "single_turn" | "multi_turn" | "tools",
+    # "max_turns", "settings", "stop_conditions", "env_response", "tools",
+    # "env_info_keys_read"}; envside/episodes.py)
+    interaction: dict[str, Any] | None = None
 
     def as_dict(self) -> dict:
         """The fields the job set (a classic env's has no taskset fields)."""
@@ -188,6 +193,11 @@ class StudentCheck(_Model):
     reference_completions: int | None  # train rows with an info.reference_completion
     load_error: str | None            # the env did not load to count them: why
     solver_corpus: str | None = None  # corpus=solver: its file ("" when it is not there)
+    # with estimate, where it must be built: {"examples", "params", "sft_steps", "sft_batch",
+    # "seconds_per_step", "estimate_s"} (embedded_trainer/recipe.py's estimate)
+    build: dict[str, Any] | None = None
+    # the bare recipe name on an env whose package names its own student (STUDENT_RECIPE): that one
+    env_recipe: str | None = None
 
 
 class SolverMiss(_Model):
@@ -208,6 +218,7 @@ class SolverCorpus(_Model):
     ceiling: float                    # that full reward
     misses: list[SolverMiss]          # up to three completions scored below it
     solver_error: str | None          # the file did not load, or defines no solve(): why
+    multi_turn: bool = False          # the env plays episodes: next_move(messages, info) per turn
     digest: str | None                # the corpus file's content hash (None: under the floor)
     path: str | None
 

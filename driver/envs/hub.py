@@ -22,12 +22,43 @@ from driver.envs import envside, tasksets
 from driver.errors import DriverError
 from generators.core import module_name
 
-BUILTIN_ENVS = {"stock_arithmetic", "model_router"}
+BUILTIN_ENVS = {"stock_arithmetic", "model_router", "hidden_number"}
 CLASSIC = envside.CLASSIC    # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
 
 
 def kind_of(hub: dict) -> str:
     return hub.get("kind") or CLASSIC
+
+
+def interaction_line(hub: dict) -> str:
+    """How the env's episodes go, in one line (`driver introspect`, the run header)."""
+    it = hub.get("interaction")
+    if not it:
+        return "episodes: not recorded (a v1 taskset, or a hub_env.json from before they were)"
+    words = {"single_turn": "single-turn (one reply, scored)",
+             "multi_turn": "multi-turn (the env answers each reply until it stops the episode)",
+             "tools": "tool-using (the env runs the model's tool calls until it stops)"}
+    line = f"episodes: {words.get(it['kind'], it['kind'])}"
+    if it["kind"] == "single_turn":
+        return line
+    limit = it.get("max_turns")
+    line += (f"; max_turns {limit}" if isinstance(limit, int) and limit > 0 else "; no turn limit")
+    if it.get("env_response"):
+        line += f"; env_response of {it['env_response']}"
+    own = [c for c in it.get("stop_conditions") or [] if c not in VERIFIERS_STOPS]
+    if own:
+        line += f"; its own stop conditions: {', '.join(own)}"
+    if it.get("tools"):
+        line += f"; tools: {', '.join(it['tools'])}"
+    keys = it.get("env_info_keys_read")
+    line += ("; info keys its episode logic reads: " + (", ".join(keys) if keys else "none found")
+             if keys is not None else "; info keys its episode logic reads: unknown (a sample episode did not play)")
+    return line
+
+
+# the stop conditions every classic MultiTurnEnv has (verifiers 0.3.1's multiturn_env.py)
+VERIFIERS_STOPS = {"has_error", "has_final_env_response", "max_total_completion_tokens_reached",
+                   "max_turns_reached", "prompt_too_long"}
 _FORMAT_WORDS = re.compile(r"json|format|answer|reply|respond|tag|<|box|exactly", re.IGNORECASE)
 
 

@@ -11,6 +11,7 @@ import importlib
 import inspect
 import logging
 
+import episodes
 import fingerprint
 import row_truth
 import rows
@@ -171,6 +172,7 @@ def introspect(req: dict) -> dict:
         "info_keys_read": _info_keys_read(env, train),
         "generated_env_class": _generated_env_class(env),
         "reward_reads_env_state": row_truth.detect(env, train),
+        "interaction": episodes.interaction(env, train),
     }
     return {"hub": hub, "fingerprints": fingerprint.fingerprint_rows(ev)}
 
@@ -236,6 +238,8 @@ def score_rows(req: dict) -> dict:
             logging.getLogger(name).addHandler(catch)
     reasoned = rows.read_reasoned_rows(req["dataset"])
     system = [{"role": "system", "content": env.system_prompt}] if env.system_prompt else []
+    if episodes.kind(env) != "single_turn":
+        return {"ceiling": ceiling, "rows": [_play_row(env, system, n, row, catch) for n, row in reasoned]}
 
     async def score(n, row):
         st = State(input={"prompt": system + [{"role": "user", "content": str(row.get("question", ""))}],
@@ -244,6 +248,10 @@ def score_rows(req: dict) -> dict:
         st["completion"] = [{"role": "assistant", "content": row["info"]["reasoning"]}]
         st["trajectory"] = []
         catch.messages = []
+        if not isinstance(row["info"]["reasoning"], str):
+            return {"line": n, "template": [row["info"].get("domain"), row["info"].get("sub_domain")],
+                    "reward": 0.0, "errors": ["info.reasoning is a list of replies, and this env is "
+                                              "single-turn: it scores one completion (a string)"]}
         try:
             await env.rubric.score_rollout(st)
             reward = float(st["reward"])
@@ -256,6 +264,29 @@ def score_rows(req: dict) -> dict:
         return [await score(n, r) for n, r in reasoned]   # one at a time: errors stay with their row
 
     return {"ceiling": ceiling, "rows": asyncio.run(run())}
+
+
+def _play_row(env, system: list, n: int, row: dict, catch) -> dict:
+    """A generated row of a multi-turn env: its replies (info.reasoning, one per turn) played
+    through the env's own turns from the row's initial state, the episode scored by the
+    rubric. An episode that ends before its replies run out, or needs more, says so."""
+    moves = row["info"]["reasoning"]
+    moves = moves if isinstance(moves, list) else [moves]
+    catch.messages = []
+    prompt = system + [{"role": "user", "content": str(row.get("question", ""))}]
+    try:
+        ep = episodes.play(env, {"prompt": prompt, "answer": str(row.get("answer", "")),
+                                 "info": row["info"], "example_id": n}, episodes.moves_reply(moves), n)
+        reward, errors = ep["reward"], list(catch.messages)
+        if ep["turns"] < len(moves):
+            errors.append(f"the env ended the episode after {ep['turns']} of the {len(moves)} replies "
+                          f"({ep['stop_condition']})")
+        elif ep["error"] and ep["stop_condition"] == "has_error":
+            errors.append(f"the env still wanted a reply after the {len(moves)} given")
+    except Exception as e:  # noqa: BLE001 - a row's failure is its own, not the job's
+        reward, errors = 0.0, catch.messages + [f"{type(e).__name__}: {e}"[:300]]
+    return {"line": n, "template": [row["info"].get("domain"), row["info"].get("sub_domain")],
+            "reward": reward, "errors": list(dict.fromkeys(errors))[:3]}
 
 
 def eval_fingerprints(req: dict) -> dict:

@@ -9,7 +9,8 @@ import random
 
 def read_reasoned_rows(dataset: str) -> list[tuple[int, dict]]:
     """(line, row) of every row of `dataset` (a JSONL file) that carries an info.reasoning
-    string; lines that are not JSON objects are skipped (the gate's other lines report them)."""
+    string, or a list of strings (a multi-turn env's replies); lines that are not JSON objects
+    are skipped (the gate's other lines report them)."""
     rows = []
     with open(dataset, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -17,8 +18,10 @@ def read_reasoned_rows(dataset: str) -> list[tuple[int, dict]]:
                 row = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(row, dict) and isinstance(row.get("info"), dict) \
-                    and isinstance(row["info"].get("reasoning"), str):
+            reasoning = row.get("info", {}).get("reasoning") if isinstance(row, dict) \
+                and isinstance(row.get("info"), dict) else None
+            if isinstance(reasoning, str) or (isinstance(reasoning, list) and reasoning
+                                              and all(isinstance(x, str) for x in reasoning)):
                 rows.append((n, row))
     return rows
 

@@ -40,8 +40,9 @@ def _reference_rows(env_id: str, env_args: dict) -> tuple[int | None, int | None
         return None, None, f"{type(e).__name__}: {e}"
     refs = 0
     for row in rows:
-        ref = rows_io.info_of(row).get("reference_completion")
-        refs += isinstance(ref, str) and bool(ref)
+        info = rows_io.info_of(row)
+        ref, traj = info.get("reference_completion"), info.get("reference_trajectory")
+        refs += (isinstance(ref, str) and bool(ref)) or (isinstance(traj, list) and bool(traj))
     return len(rows), refs, None
 
 
@@ -56,6 +57,10 @@ def recipe(req: dict) -> dict:
                  "solver_corpus": None}
     if not out["recipe"]:
         return out
+    if name == r.RECIPE_PREFIX:   # the bare name: the env's own student, where its package names one
+        own = _env_recipe(env_id)
+        if own and own != name:
+            out["env_recipe"] = name = own
     try:
         spec = r.parse_recipe(name)
     except ValueError as e:
@@ -65,6 +70,8 @@ def recipe(req: dict) -> dict:
     for root in (r.cache_root(), r.PREBUILT):
         if (root / target / "DONE").exists():
             return {**out, "cached": str(root / target)}
+    if req.get("estimate"):
+        out["build"] = _estimate(r, name, env_id, env_args)
     if spec["init"]:
         out["init"] = spec["init"]
         out["init_found"] = any((d / spec["init"] / "DONE").exists() for d in (r.cache_root(), r.PREBUILT))
@@ -87,6 +94,29 @@ def recipe(req: dict) -> dict:
     return out
 
 
+def _env_recipe(env_id: str) -> str | None:
+    """The built-in student the env's package names as its own (`STUDENT_RECIPE`), if any."""
+    try:
+        mod = importlib.import_module(env_id.split("/")[-1].replace("-", "_"))
+    except ImportError:
+        return None
+    own = getattr(mod, "STUDENT_RECIPE", None)
+    return own if isinstance(own, str) else None
+
+
+def _estimate(r, name: str, env_id: str, env_args: dict) -> dict | None:
+    """What building the student would cost here (recipe.estimate: its parameters, SFT steps,
+    seconds a step), or None where its corpus or init= student is missing (reported apart)."""
+    import verifiers as vf
+
+    try:
+        env = vf.load_environment(env_id, **env_args)
+        got = r.estimate(name, env, _env_key(env_id, env_args))
+    except Exception:  # noqa: BLE001 - a corpus that cannot be read: the other facts say why
+        return None
+    return got if got.get("examples") else None
+
+
 def _load_solver(path: str):
     import importlib.util
 
@@ -95,40 +125,57 @@ def _load_solver(path: str):
         raise ImportError(f"{path} is not a Python file")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    solve = getattr(mod, "solve", None)
-    if not callable(solve):
-        raise AttributeError(f"{path} defines no solve(question, info)")
-    return solve
+    return mod
+
+
+def _solver_function(mod, path: str, multi_turn: bool):
+    """The solver's entry point for the env's kind: solve(question, info) for a single-turn
+    env, next_move(messages, info) (called once per turn with the conversation so far) for a
+    multi-turn one."""
+    name, shape = (("next_move", "next_move(messages: list[dict], info: dict) -> str | None, called "
+                    "once per turn with the conversation so far (the env is multi-turn: it answers "
+                    "each reply and decides when the episode ends)") if multi_turn else
+                   ("solve", "solve(question: str, info: dict) -> str | None"))
+    fn = getattr(mod, name, None)
+    if not callable(fn):
+        raise AttributeError(f"{path} defines no {shape}")
+    return fn
 
 
 def solver_corpus(req: dict) -> dict:
     """`driver run --student-solver PATH`: run the solver's `solve(question, info) -> str | None`
     on every *train* row of the env (never an eval row), score each completion with the env's
     own rubric (the gate's scoring, classic.score_rows, with each completion as the row's
-    info.reasoning), and write the rows scored at full reward as a warm-start corpus
+    info.reasoning); on a multi-turn env, play each train row as an episode with the solver's
+    `next_move(messages, info)` as every reply, scored over the whole episode (_episode_corpus);
+    and write the rows scored at full reward as a warm-start corpus
     (`solver-<hash>.jsonl` under the embedded trainer's corpus cache, keyed by its content), when
     at least the floor passed: min(min_rows, the split) and min_share of the split. The counts
     come back; below the floor nothing is written."""
-    import hashlib
     import math
     import os
     import tempfile
     import traceback
 
     import classic
+    import episodes
     from embedded_trainer import recipe as r
 
     out: dict = {"train_rows": 0, "returned": 0, "kept": 0, "floor": 0, "ceiling": 0.0,
-                 "solver_error": None,
+                 "solver_error": None, "multi_turn": False,
                  "raised": 0, "first_raise": None, "misses": [], "digest": None, "path": None}
+    env = classic._load(req)
+    multi_turn = out["multi_turn"] = episodes.kind(env) != "single_turn"
     try:
-        solve = _load_solver(req["solver"])
+        solve = _solver_function(_load_solver(req["solver"]), req["solver"], multi_turn)
     except Exception as e:  # noqa: BLE001 - the user's file: its error goes back as a fact
         out["solver_error"] = "".join(traceback.format_exception_only(type(e), e)).strip()[:1500]
         return out
-    train = list(classic._train(classic._load(req)))
+    train = list(classic._train(env))
     out["train_rows"] = len(train)
     out["floor"] = max(min(req["min_rows"], len(train)), math.ceil(req["min_share"] * len(train)), 1)
+    if multi_turn:
+        return _episode_corpus(out, env, train, solve, r, episodes)
     answered: list[tuple[dict, str]] = []
     for row in train:
         q, info = question_of(row), rows_io.info_of(row)
@@ -160,6 +207,48 @@ def solver_corpus(req: dict) -> dict:
         elif len(out["misses"]) < 3:
             out["misses"].append({"question": question_of(row)[:300], "completion": got[:300],
                                   "reward": s["reward"], "errors": s["errors"]})
+    return _write_corpus(out, kept, r)
+
+
+def _episode_corpus(out: dict, env, train: list, next_move, r, episodes) -> dict:
+    """The solver corpus of a multi-turn env: every train row played as an episode by the env's
+    own rollout loop, each reply from next_move(messages, info), scored by the env's rubric over
+    the whole episode; the episodes at full reward are kept as reference trajectories."""
+    import classic
+
+    out["ceiling"] = ceiling = sum(w for w in classic._weights(env.rubric) if w > 0)
+    kept = []
+    for k, row in enumerate(train):
+        raised: list = []
+
+        def reply(messages, info, raised=raised):
+            try:
+                got = next_move([dict(m) for m in messages], info)
+            except Exception as e:  # noqa: BLE001 - a turn the solver cannot play
+                raised.append(f"{type(e).__name__}: {e}"[:300])
+                return None
+            return got if isinstance(got, str) and got else None
+
+        ep = episodes.play(env, dict(row), reply, k)
+        if raised:
+            out["raised"] += 1
+            out["first_raise"] = out["first_raise"] or raised[0]
+        if ep["turns"]:
+            out["returned"] += 1
+        if ep["turns"] and ep["reward"] >= ceiling - 1e-9:
+            kept.append({"prompt": row["prompt"], "info": {"reference_trajectory": ep["completion"]}})
+        elif ep["turns"] and len(out["misses"]) < 3:
+            transcript = " | ".join(f"{m['role']}: {m['content']}" for m in ep["completion"])
+            out["misses"].append({"question": question_of(row)[:300], "completion": transcript[:300],
+                                  "reward": ep["reward"], "errors": [e for e in [ep["error"]] if e]})
+    return _write_corpus(out, kept, r)
+
+
+def _write_corpus(out: dict, kept: list, r) -> dict:
+    """The kept rows as the corpus file, keyed by its content, when at least the floor passed."""
+    import hashlib
+    import os
+
     out["kept"] = len(kept)
     if len(kept) < out["floor"]:
         return out

@@ -43,10 +43,16 @@ _INFO_TYPES = {k: list if k == "structural_features" else str for k in rules.REQ
 
 
 def info_problems(info: dict) -> str:
-    """'' when info has every required field with its type, else what is wrong."""
+    """'' when info has every required field with its type, else what is wrong. info.reasoning
+    is a string, or a list of strings (a multi-turn env's replies, one per turn)."""
     for key, kind in _INFO_TYPES.items():
-        if not isinstance(info.get(key), kind):
-            return f"field info.{key} must be a {kind.__name__}, got {type(info.get(key)).__name__}"
+        value = info.get(key)
+        if key == "reasoning" and isinstance(value, list):
+            if not value or not all(isinstance(x, str) for x in value):
+                return "field info.reasoning as a list must hold one reply (a string) per turn"
+            continue
+        if not isinstance(value, kind):
+            return f"field info.{key} must be a {kind.__name__}, got {type(value).__name__}"
     if info["difficulty"] not in rules.DIFFICULTY:
         return f"info.difficulty {info['difficulty']!r} is not easy, medium (or med) or hard"
     if not all(isinstance(f, str) for f in info["structural_features"]):

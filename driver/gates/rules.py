@@ -42,9 +42,13 @@ ROW_FIELDS: tuple[RowField, ...] = (
     RowField("info.source", "string", '"template:<name>" or "skeleton:train_step_<s>_idx_<i>"',
              "a skeleton row paraphrases failed train rollout <i> (its `idx` in failures.jsonl) of "
              "train step <s>; any other row names its template"),
-    RowField("info.reasoning", "string", "a full completion in the hub env's answer format",
+    RowField("info.reasoning", "string; for a multi-turn env, a list of strings",
+             "a full completion in the hub env's answer format; for a multi-turn env (hub_env.json's "
+             "interaction.kind), the replies that win the episode, one per turn",
              "a worked solution ending in the row's answer; the hub rubric scores it as a "
-             "completion and must give full reward"),
+             "completion and must give full reward. A multi-turn env plays the replies, in order, "
+             "through its own turns from the row's initial state (question and info), and the hub "
+             "rubric must give that whole episode full reward"),
     RowField("info.reasoning_depth", "integer or string", "any label, e.g. the number of "
              "solution steps", "how many reasoning steps the row needs; within one bucket no "
              "single value may cover more than 70% of rows (a row without it counts as one "
@@ -120,7 +124,8 @@ LINES: tuple[GateLine, ...] = (
     GateLine("accurate", "reasoning earns full reward (hub rubric)", "info.reasoning, answer, info",
              "the hub env's own rubric, scoring info.reasoning as the completion against the row's "
              "answer and info, gives its full reward (the sum of its positive weights) on every "
-             "row. A row without an info key the rubric reads scores less: hub_env.json's "
+             "row; on a multi-turn env, info.reasoning's replies are played through the env's own "
+             "turns and the whole episode is scored. A row without an info key the rubric reads scores less: hub_env.json's "
              "info_keys_read lists them. Where hub_env.json's reward_reads_env_state has verdict "
              "yes (the reward scores against the env's own data, not the row), that reward is the "
              "env's scorer on the row's info.entry, so every row carries its ground truth there. "

@@ -60,31 +60,57 @@ def _source_iteration(ctx: Ctx, n: int) -> int:
 
 
 FAILURE_KEYS = ("example_id", "prompt", "completion", "answer", "info", "reward", "metrics",
-                "is_truncated")
+                "is_truncated", "stop_condition")
 SAMPLE_KEYS = ("example_id", "info", "reward", "metrics", "is_truncated")
+
+
+def lowest_across_steps(by_step: dict[int, list[dict]], n: int) -> list[dict]:
+    """The `n` lowest-reward rollouts of several steps, each tagged with its `step`: ties (a
+    student that fails many rows fails them at 0) are shared out step by step, so the rows come
+    from across the steps read, not from the last one only."""
+    ranked = []
+    for s, rows in by_step.items():
+        ordered = sorted(rows, key=lambda r: float(r.get("reward") or 0.0))
+        ranked += [(float(r.get("reward") or 0.0), rank, s, r) for rank, r in enumerate(ordered)]
+    ranked.sort(key=lambda x: (x[0], x[1], x[2]))
+    return [{"step": s, **r} for _, _, s, r in ranked[:n]]
 
 
 def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
     """The teacher's evidence, from the latest train rollouts, each step's file read once:
     every rollout of the last SAMPLE_STEPS steps cut to its step, id, info and reward
-    (train_sample.jsonl, for pass rates per structure), and the latest step's up to 200
-    lowest-reward rows in full (failures.jsonl)."""
+    (train_sample.jsonl, for pass rates per structure), and the up to 200 lowest-reward rows of
+    those steps in full (failures.jsonl): each with its `idx` (its line in the file, 0 first) and
+    its `step`, its whole completion (a multi-turn episode's every reply and env message, in
+    order) and what stopped it. Reads the steps through the dialect's layout."""
     k = _source_iteration(ctx, n)
     out = ctx.iter_dir(k) / "prime_out"
     steps = ctx.dialect.train_steps(out, *train_window(ctx, k))[-SAMPLE_STEPS:]
-    sample, latest = [], []
+    sample, by_step = [], {}
     for s in steps:
-        # an errored episode is the infrastructure's failure, not the student's
-        latest = [r for r in ctx.dialect.train_rows(out, s) if not r.get("errored")]
-        sample += [{"step": ctx.dialect.trained_step(s), **{key: r.get(key) for key in SAMPLE_KEYS}}
-                   for r in latest]
-    rows = sorted(latest, key=lambda r: float(r.get("reward", 0.0)))[:MAX_FAILURE_ROWS]
+        # an errored episode is the infrastructure's failure, not the student's; a step is
+        # named as it was trained (classic writes step s's batch under step_{s-1})
+        t = ctx.dialect.trained_step(s)
+        by_step[t] = [r for r in ctx.dialect.train_rows(out, s) if not r.get("errored")]
+        sample += [{"step": t, **{key: r.get(key) for key in SAMPLE_KEYS}} for r in by_step[t]]
+    rows = lowest_across_steps(by_step, MAX_FAILURE_ROWS)
     folder = ctx.iter_dir(n) / "teacher_input"
     sample_path, failures_path = folder / "train_sample.jsonl", folder / "failures.jsonl"
     atomic_write_text(sample_path, "".join(json.dumps(r) + "\n" for r in sample))
     atomic_write_text(failures_path, "".join(
-        json.dumps({key: r.get(key) for key in FAILURE_KEYS}) + "\n" for r in rows))
-    return failures_path, sample_path, f"train_step_{ctx.dialect.trained_step(steps[-1])}"
+        json.dumps({"idx": i, "step": r["step"], **{key: r.get(key) for key in FAILURE_KEYS},
+                    **_episode_fields(r)}) + "\n" for i, r in enumerate(rows)))
+    first, last = ctx.dialect.trained_step(steps[0]), ctx.dialect.trained_step(steps[-1])
+    span = f"train_step_{last}" if first == last else f"train_step_{first}..train_step_{last}"
+    return failures_path, sample_path, f"{span} of iter_{k}"
+
+
+def _episode_fields(row: dict) -> dict:
+    """A rollout's turns: how many replies the student gave (several in a multi-turn episode)."""
+    completion = row.get("completion")
+    if not isinstance(completion, list):
+        return {}
+    return {"turns": sum(1 for m in completion if isinstance(m, dict) and m.get("role") == "assistant")}
 
 
 def write_weakness_diff(ctx: Ctx, n: int, sample_path: Path) -> Path | None:
@@ -139,6 +165,7 @@ def weakness(ctx: Ctx, n: int) -> None:
     # probe rejected it, the probe's numbers (its record is set aside with the attempt)
     attempts = read_json(d / "attempts.json") if (d / "attempts.json").exists() else {}
     probe_path = d / f"probe.json.rejected-{attempts.get('attempts', 0)}"
+    source = _source_iteration(ctx, n)
     brief = teachers.Brief(
         run_dir=ctx.rd.path, iter_dir=d, iteration=n, hub=ctx.hub, failures_path=failures,
         failures_step=step, eval_accs=eval_accs(ctx),
@@ -148,7 +175,10 @@ def weakness(ctx: Ctx, n: int) -> None:
                        if (ctx.iter_dir(k) / "weakness_report.md").exists()],
         last_gate=attempts.get("last_failures", []),
         last_probe=read_json(probe_path) if probe_path.exists() else None, seed=ctx.state.seed,
-        attempt=attempts.get("attempts", 0), weakness_diff_path=diff)
+        attempt=attempts.get("attempts", 0), weakness_diff_path=diff,
+        retries=ctx.state.teacher_retries, attempt_history=attempts.get("history", []),
+        skipped=[skipped_record(ctx, m) for m in range(source + 1, n)
+                 if (ctx.iter_dir(m) / "skipped.json").exists()])
     faults.point("weakness:before-teacher")
     teachers.get(ctx.state).teach(brief)
     scratchpad.render(ctx)
@@ -209,25 +239,39 @@ def rounded(seconds: dict) -> dict:
     return {k: round(v, 3) for k, v in seconds.items()}
 
 
+def tried(iter_dir: Path) -> str:
+    """What an attempt aimed at, in one line: its weakness.json's buckets and rows."""
+    path = iter_dir / "weakness.json"
+    try:
+        alloc = read_json(path).get("allocations") or {}
+    except (OSError, ValueError, AttributeError):
+        return "weakness.json unreadable"
+    return "; ".join(f"{k}: {v} rows" for k, v in list(alloc.items())[:8]) or "no allocations"
+
+
 def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
     """Hand the iteration back to the teacher with the reasons ("retry"), or record it as
-    skipped once the teacher is out of attempts ("skip")."""
+    skipped once the teacher is out of attempts ("skip"). attempts.json keeps every attempt's
+    reasons and what it tried, for the next brief (this iteration's, or the next iteration's
+    when this one is skipped)."""
     d = ctx.iter_dir(n)
     attempts_path = d / "attempts.json"
-    attempts = (read_json(attempts_path)["attempts"] if attempts_path.exists() else 0) + 1
-    atomic_write_json(attempts_path, {"attempts": attempts, "last_failures": failures})
+    before = read_json(attempts_path) if attempts_path.exists() else {}
+    attempts = before.get("attempts", 0) + 1
+    history = before.get("history", []) + [{"attempt": attempts, "failures": failures, "tried": tried(d)}]
+    atomic_write_json(attempts_path, {"attempts": attempts, "last_failures": failures, "history": history})
     ctx.say(f"[iter_{n}] dataset rejected (attempt {attempts}/{ctx.state.teacher_retries}): "
             + "; ".join(failures[:4]))
     # set the teacher's outputs and their products aside, so all are written again
     # (the probe's rollouts too: the built-in teacher reads every attempt's, see surface_reach)
-    for name in (*teachers.OUTPUTS, hparams_gate.FILE, "aux_rewards.py", "dataset.jsonl",
-                 "dataset_record.json", "probe.json", "probe_rollouts.jsonl", "probe"):
+    for name in teachers.SET_ASIDE:
         p = d / name
         if p.exists():
             p.rename(d / f"{name}.rejected-{attempts}")
     if attempts >= ctx.state.teacher_retries:
         atomic_write_json(d / "skipped.json", {"reason": "no dataset passed the gate and the probe",
-                                               "failures": failures, "attempts": attempts})
+                                               "failures": failures, "attempts": attempts,
+                                               "history": history})
         return "skip"
     return "retry"
 
@@ -392,6 +436,15 @@ def probe_figures(ctx: Ctx, n: int) -> dict:
     if not p.exists():
         return {}
     return {"probe": {k: v for k, v in read_json(p).items() if k != "dataset_sha256"}}
+
+
+def skipped_record(ctx: Ctx, m: int) -> dict:
+    """A skipped iteration, for the next brief: its attempts, each one's reasons (the gate's
+    lines or the probe's verdict) and what it tried, and where its files were set aside."""
+    rec = read_json(ctx.iter_dir(m) / "skipped.json")
+    return {"iteration": m, "reason": rec["reason"], "dir": str(ctx.iter_dir(m)),
+            "attempts": rec.get("history") or [{"attempt": rec.get("attempts"), "failures": rec["failures"],
+                                                "tried": "not recorded"}]}
 
 
 def record_abort(ctx: Ctx, n: int, e) -> None:

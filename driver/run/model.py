@@ -245,7 +245,10 @@ class RunConfig(Knobs):
              "row (None: cannot). Before anything is created it runs on the env's train rows "
              "(never an eval row); the completions the env's rubric scores at full reward, at "
              f"least {SOLVER_MIN_ROWS} (all of a smaller split) and {SOLVER_MIN_SHARE:.0%} of the "
-             "split, become the student's warm-start corpus (recipe corpus=solver)")
+             "split, become the student's warm-start corpus (recipe corpus=solver). On a multi-turn "
+             "env it defines next_move(messages: list[dict], info: dict) -> str | None instead, "
+             "asked once per turn with the conversation so far while the env plays each train "
+             "row; the episodes the rubric scores at full reward become the corpus")
     teacher: TeacherName = setting(
         "builtin", resumable=True,
         help="who writes weakness reports and generators: builtin (no LLM; needs a family "
@@ -259,16 +262,18 @@ class RunConfig(Knobs):
     # the end). Each place has its own limit; the poll's hard cap is their sum over the arm's
     # steps, so it never stops a working arm (the procedure budgets ~2.5 h per control arm).
     startup_timeout_s: float = setting(
-        flag="--startup-timeout", parse="duration", gt=0,
+        flag="--startup-timeout", parse="duration", gt=0, resumable=True,
         by_backend={"prime_rl": 3600, "local": 600, "hosted": 3600},
         help="a launch that writes no train step for this long after it starts (model loading, "
-             "vLLM start-up) is stopped and the arm marked failed; `driver resume` retrains it")
+             "vLLM start-up, the embedded trainer building its built-in student) is stopped and the "
+             "arm marked failed; `driver resume` retrains it (`driver resume --startup-timeout D` "
+             "with a longer one)")
     stall_timeout_s: float = setting(
-        1800, flag="--stall-timeout", parse="duration", gt=0,
+        1800, flag="--stall-timeout", parse="duration", gt=0, resumable=True,
         help="a trainer that writes no new train step for this long between two steps is "
              "stopped and the arm marked failed; `driver resume` retrains it")
     eval_timeout_s: float = setting(
-        flag="--eval-timeout", parse="duration", gt=0,
+        flag="--eval-timeout", parse="duration", gt=0, resumable=True,
         by_backend={"prime_rl": 7200, "local": 1800, "hosted": 7200},
         help="after an arm's last train step (or from launch, for a final-weights eval), how long "
              "its eval may take to complete before the launch is stopped and the arm marked "

@@ -17,6 +17,10 @@ from pathlib import Path
 from driver.run.model import TEACHER_NAMES
 
 OUTPUTS = ("weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md")
+# what a rejected attempt leaves that is set aside as NAME.rejected-<attempt> (the teacher's
+# files and what the driver made of them), so all are written again; TEACHER.md lists them
+SET_ASIDE = (*OUTPUTS, "hparams.json", "aux_rewards.py", "dataset.jsonl", "dataset_record.json",
+             "probe.json", "probe_rollouts.jsonl", "probe")
 
 
 @dataclass
@@ -26,7 +30,7 @@ class Brief:
     iteration: int
     hub: dict
     failures_path: Path           # JSONL of train rollout rows, lowest reward first
-    failures_step: str            # "train_step_<S>" of the rollouts read
+    failures_step: str            # the train steps read: "train_step_<A>..train_step_<B> of iter_<K>"
     eval_accs: dict               # {"iter_0": 0.41, ...}: numbers only
     accs_split: str = "eval"      # the split eval_accs were measured on ("selection" where one exists)
     train_sample_path: Path | None = None  # JSONL: every rollout of the last train steps, cut
@@ -38,6 +42,23 @@ class Brief:
     # iteration >= 2: did the last trained iteration's buckets shrink? (teacher_input/
     # weakness_diff.json, driver/analysis/weakness_diff.py: train rollouts only)
     weakness_diff_path: Path | None = None
+    retries: int = 3              # attempts before the iteration is skipped (--teacher-retries)
+    # this iteration's rejected attempts: [{"attempt", "failures", "tried"}]
+    attempt_history: list[dict] = field(default_factory=list)
+    # iterations skipped since the rollouts read: [{"iteration", "reason", "dir", "attempts"}]
+    skipped: list[dict] = field(default_factory=list)
+
+    @property
+    def episodes(self) -> dict | None:
+        """The hub env's interaction where its episodes have several turns (hub_env.json)."""
+        it = self.hub.get("interaction") or {}
+        return it if it.get("kind") in ("multi_turn", "tools") else None
+
+    @property
+    def episodes_line(self) -> str:
+        from driver.envs.hub import interaction_line
+
+        return interaction_line(self.hub)
 
     def failures(self) -> list[dict]:
         with open(self.failures_path, encoding="utf-8") as f:

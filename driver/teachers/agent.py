@@ -5,7 +5,7 @@ from driver import resources
 from driver.errors import WaitingForTeacher
 from driver.gates import hparams, rules
 from driver.run.files import atomic_write_text
-from driver.teachers import OUTPUTS, Brief, outputs_present
+from driver.teachers import OUTPUTS, SET_ASIDE, Brief, outputs_present
 
 
 class AgentTeacher:
@@ -15,7 +15,7 @@ class AgentTeacher:
         if outputs_present(brief.iter_dir):
             return
         text = resources.jinja().get_template("teacher_brief.md.j2").render(
-            b=brief, outputs=OUTPUTS, hub=brief.hub, rules=rules,
+            b=brief, outputs=OUTPUTS, hub=brief.hub, rules=rules, set_aside=SET_ASIDE,
             hparams_bounds=hparams.bounds_markdown(),
             prior=[str(p) for p in brief.prior_reports],
             prior_datasets=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports

@@ -25,10 +25,12 @@ TARGET_ROWS = 600
 
 
 def _completion_text(row: dict) -> str:
+    """The student's own text: a multi-turn episode's replies, not the env's messages."""
     comp = row.get("completion")
     if isinstance(comp, str):
         return comp
-    return " ".join(str(m.get("content", "")) for m in comp or [] if isinstance(m, dict))
+    return " ".join(str(m.get("content", "")) for m in comp or []
+                    if isinstance(m, dict) and m.get("role", "assistant") == "assistant")
 
 
 def length_quartiles(rows: list[dict]) -> list[float | None]:
@@ -230,6 +232,14 @@ def fixed_buckets(brief: Brief) -> dict[str, dict]:
             and r["after"]["failure_rate"] <= FIXED_RATE}
 
 
+def skeleton_source(brief: Brief, i: int, row: dict) -> str:
+    """The failed rollout a skeleton row paraphrases, as TEACHER.md tells a teacher to cite it:
+    its step and its idx in failures.jsonl (a brief made by hand may carry neither)."""
+    if "step" in row and "idx" in row:
+        return f"train_step_{row['step']}_idx_{row['idx']}"
+    return f"{brief.failures_step}_idx_{i}"
+
+
 class BuiltinTeacher:
     name = "builtin"
 
@@ -311,7 +321,7 @@ class BuiltinTeacher:
                       for k, v in fixed.items()},
             "metrics_failed_vs_passed": metric_means(rows),
         }
-        skeletons = [fam.skeleton(f"{brief.failures_step}_idx_{i}", r.get("info") or {})
+        skeletons = [fam.skeleton(skeleton_source(brief, i, r), r.get("info") or {})
                      for i, r, _ in probs if failed(r)]
         d = brief.iter_dir
         atomic_write_json(d / "weakness.json", weakness)

@@ -38,8 +38,10 @@ def parse_files(text: str) -> dict[str, str]:
 
 def _clip(value, n: int = FIELD_CHARS) -> str:
     if isinstance(value, list):   # chat messages: the user's turn is the problem
-        value = " ".join(str(m.get("content", "")) for m in value
-                         if isinstance(m, dict) and m.get("role") != "system")
+        msgs = [m for m in value if isinstance(m, dict) and m.get("role") != "system"]
+        # an episode's messages keep their roles: whose turn said what
+        value = " ".join((f"[{m.get('role')}] " if len(msgs) > 1 else "") + str(m.get("content", ""))
+                         for m in msgs)
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     text = " ".join(text.split())
     return text if len(text) <= n else text[:n] + " …"
@@ -49,8 +51,11 @@ def render_prompt(brief: Brief) -> tuple[str, str]:
     """(system, user) for this attempt. Only Brief fields go in: never an eval rollout."""
     env = resources.jinja()
     rows = brief.failures()
-    shown = [{"idx": i, "reward": r.get("reward"), "prompt": _clip(r.get("prompt")),
-              "completion": _clip(r.get("completion")), "answer": _clip(r.get("answer"), 200),
+    shown = [{"idx": r.get("idx", i), "step": r.get("step"), "reward": r.get("reward"),
+              "turns": r.get("turns"), "stop_condition": r.get("stop_condition"),
+              "prompt": _clip(r.get("prompt")),
+              "completion": _clip(r.get("completion"), 2400 if r.get("turns", 1) > 1 else 1200),
+              "answer": _clip(r.get("answer"), 200),
               "info": _clip(r.get("info"), 400)} for i, r in enumerate(rows[:PROMPT_ROWS])]
     prior = [(p.parent.name, p.read_text(encoding="utf-8")[:4000])
              for p in brief.prior_reports[-2:] if p.exists()]
