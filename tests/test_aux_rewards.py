@@ -225,9 +225,11 @@ def test_a_teacher_knowing_only_teacher_md_is_refused_for_10_or_state_and_passes
     rule = read_aux_rule(text)
     iter_dir = Path(re.search(r"Write these files in `([^`]+)`", text).group(1))
     failures = Path(re.search(r"lowest reward first: `([^`]+)`", text).group(1))
-    step = re.search(r"\(from `(train_step_\d+)`\)", text).group(1)
-    skeletons = [{"source": f"{step}_idx_{i}", "problem": r["info"]["problem"]}
-                 for i, r in enumerate(json.loads(l) for l in failures.open()) if r["reward"] < 0.5]
+    # TEACHER.md: each failure has its `idx` and `step`; a row cites it as train_step_<step>_idx_<idx>
+    cite = re.search(r"cites one as `skeleton:(train_step_<step>_idx_<idx>)`", text).group(1)
+    skeletons = [{"source": cite.replace("<step>", str(r["step"])).replace("<idx>", str(r["idx"])),
+                  "problem": r["info"]["problem"]}
+                 for r in (json.loads(l) for l in failures.open()) if r["reward"] < 0.5]
     mode = json.loads(teacher_files.passing(skeletons, 1, "stock_arithmetic")["weakness.json"])[
         "domains"][0]["sub_domains"][0]["name"]
     reads, never = rule["reads"], rule["never"]

@@ -68,8 +68,10 @@ def test_a_student_that_can_be_built_or_is_built_already_is_not_refused(tmp_path
 
     env = cpu_user_env(tmp_path)
     runs = tmp_path / "runs"
+    # the build's time is measured on this machine: a generous limit, so a busy one is not refused
     r = driver(["run", "--dataset", "parity_toy", "--backend", "local", "--runs-dir", str(runs),
-                "--model", "builtin:tiny-char-qwen2?corpus=train", "--teacher", "agent", "--dry-run"], env)
+                "--model", "builtin:tiny-char-qwen2?corpus=train", "--teacher", "agent", "--dry-run",
+                "--startup-timeout", "6h"], env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "dry run: nothing trained" in r.stdout
     built = tmp_path / "cache" / "models" / recipe.model_dir_name(

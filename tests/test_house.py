@@ -286,3 +286,31 @@ def test_a_knob_is_one_field_and_one_table_entry_per_dialect_and_reaches_every_c
             hosted = submission.eval_config(["@", str(tmp_path / "evals.toml")], tmp_path, state)
             assert hosted["orchestrator"]["train"]["sampling"]["top_p"] == 0.77
             assert hosted["orchestrator"]["eval"]["sampling"]["top_p"] == 0.77
+
+
+def test_a_per_backend_default_that_leaves_a_backend_out_is_refused_where_it_is_declared():
+    """A new backend added to BackendName must get its default in every by_backend table: the
+    field is refused at import with the backends it misses, never a TypeError in a validator."""
+    from driver.run.model import BACKEND_NAMES, setting
+
+    with pytest.raises(TypeError, match=r"names no value for \['hosted'\].*give every backend"):
+        setting(help="batch size", by_backend={"prime_rl": 512, "local": 64})
+    field = setting(help="batch size", by_backend={name: 1 for name in BACKEND_NAMES})
+    assert field.json_schema_extra["by_backend"] == {name: 1 for name in BACKEND_NAMES}
+
+
+def test_the_readmes_figures_match_the_code_they_describe():
+    """Figures the README states about the code, read from the code: the kill points of the
+    kill-anywhere test, the control arms, the dialects' knob tables."""
+    import re
+
+    from driver.arms import table
+
+    readme = (ROOT / "README.md").read_text()
+    tree = ast.parse((ROOT / "tests" / "test_full_run_and_resume.py").read_text())
+    points = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                  and getattr(node.targets[0], "id", "") == "KILL_POINTS")
+    stated = re.search(r"SIGKILLed at any of (\d+) points", readme)
+    assert stated and int(stated.group(1)) == len(points.elts)
+    for arm in table.CONTROLS:
+        assert arm.label in readme, arm.label

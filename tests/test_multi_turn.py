@@ -246,7 +246,8 @@ def _ctx(tmp_path: Path, retries: int = 3):
 
     said: list[str] = []
     return SimpleNamespace(iter_dir=lambda k: tmp_path / f"iter_{k}", dialect=dialects.get("classic"),
-                           state=SimpleNamespace(teacher_retries=retries), say=said.append, said=said)
+                           state=SimpleNamespace(teacher_retries=retries, iter_0_step=3, steps_per_run=3),
+                           say=said.append, said=said)
 
 
 def _episode(turns: int, reward: float, example_id: int) -> dict:
@@ -269,20 +270,21 @@ def test_failures_hold_whole_episodes_with_idx_and_step_from_across_the_steps(tm
 
     ctx = _ctx(tmp_path)
     out = ctx.iter_dir(0) / "prime_out"
-    for s in (1, 2, 3):
+    layout = ClassicLayout()
+    for s in (1, 2, 3):   # iter_0 trains steps 1..3; classic writes step s's batch at rows_step(s)
         rows = [_episode(5, 0.0, 10 * s + j) for j in range(150)] + [_episode(3, 1.0, 999)]
-        path = ClassicLayout().train_file(out, s)
+        path = layout.train_file(out, layout.rows_step(s))
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     failures, sample, span = iteration.write_failures(ctx, 1)
     got = [json.loads(line) for line in failures.read_text().splitlines()]
     assert len(got) == iteration.MAX_FAILURE_ROWS
     assert [r["idx"] for r in got] == list(range(len(got)))
-    steps = ctx.dialect.train_steps(out)
-    assert {r["step"] for r in got} == set(steps) and len(steps) == 3
+    steps = [layout.trained_step(s) for s in ctx.dialect.train_steps(out)]
+    assert {r["step"] for r in got} == set(steps) == {1, 2, 3}
     assert all(r["reward"] == 0.0 and r["turns"] == 5 and r["stop_condition"] == "out_of_guesses" for r in got)
     assert [m["role"] for m in got[0]["completion"]] == ["assistant", "user"] * 4 + ["assistant"]
-    assert span == f"train_step_{steps[0]}..train_step_{steps[-1]} of iter_0"
+    assert span == "train_step_1..train_step_3 of iter_0"
 
 
 def _brief(tmp_path: Path, hub: dict, **kw):

@@ -332,7 +332,8 @@ def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expec
     assert CANARY not in text
     iter_dir = Path(re.search(r"Write these files in `([^`]+)`", text).group(1))
     failures = Path(re.search(r"lowest reward first: `([^`]+)`", text).group(1))
-    step = re.search(r"\(from `(train_step_\d+)`\)", text).group(1)
+    # TEACHER.md: each failure has its `idx` and `step`; a row cites it as train_step_<step>_idx_<idx>
+    cite = re.search(r"cites one as `skeleton:(train_step_<step>_idx_<idx>)`", text).group(1)
     n = int(re.search(r"# Teacher brief — iteration (\d+)", text).group(1))
     rows = [json.loads(l) for l in failures.open()]
     assert not any(CANARY in json.dumps(r) for r in rows)
@@ -341,8 +342,9 @@ def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expec
     sample = [json.loads(l) for l in sample_path.open()]
     assert sample and {"step", "example_id", "info", "reward"} <= set(sample[0])
     assert not any("completion" in r or CANARY in json.dumps(r) for r in sample)
-    skeletons = [{"source": f"{step}_idx_{i}", "problem": r["info"]["problem"]}
-                 for i, r in enumerate(rows) if r["reward"] < 0.5]
+    skeletons = [{"source": cite.replace("<step>", str(r["step"])).replace("<idx>", str(r["idx"])),
+                   "problem": r["info"]["problem"]}
+                 for r in rows if r["reward"] < 0.5]
     checks = re.search(r"## Check, then hand back\n.*?```\n(.*?)```", text, re.S).group(1)
     prior = re.findall(r"--prior (\S+)", checks)      # earlier iterations' rows: no clones of them
     assert len(prior) == n - 1
@@ -658,3 +660,28 @@ def test_the_llm_teacher_may_add_hparams_json_and_is_told_its_bounds(tmp_path):
     system, user = render_prompt(b)
     assert "A fifth, hparams.json, is optional" in " ".join(system.split())
     assert "`lr`: learning rate, in (0, 0.01]" in user and "pinned and refused" in " ".join(user.split())
+
+
+def test_every_teacher_choice_is_one_registry_entry_that_builds_a_teacher_and_says_why_it_cannot_teach(monkeypatch):
+    """--teacher's choices and the registry name the same teachers; each builds an object with
+    the protocol's `name` and `teach`; the refusals are the registry's, read before iter_0."""
+    from types import SimpleNamespace
+
+    from driver import teachers
+    from driver.errors import UsageError
+    from driver.run.model import TEACHER_NAMES
+
+    assert set(teachers.REGISTRY) == set(TEACHER_NAMES)
+    llm = SimpleNamespace(key_env="SSI_TEST_TEACHER_KEY")
+    monkeypatch.delenv("SSI_TEST_TEACHER_KEY", raising=False)
+    for name in TEACHER_NAMES:
+        t = teachers.get(SimpleNamespace(teacher=name, llm=llm))
+        assert t.name == name and callable(t.teach)
+    with pytest.raises(UsageError, match=r"\$SSI_TEST_TEACHER_KEY, which is not set"):
+        teachers.preflight(SimpleNamespace(teacher="llm", llm=llm), {})
+    monkeypatch.setenv("SSI_TEST_TEACHER_KEY", "k")
+    teachers.preflight(SimpleNamespace(teacher="llm", llm=llm), {})
+    with pytest.raises(UsageError, match="no family generator"):
+        teachers.preflight(SimpleNamespace(teacher="builtin", llm=None), {"env_id": "someone_elses_env"})
+    with pytest.raises(UsageError, match="choose one of"):
+        teachers.get(SimpleNamespace(teacher="oracle", llm=None))

@@ -187,11 +187,13 @@ def _agent(brief_path: Path) -> None:
     text = brief_path.read_text()
     iter_dir = Path(re.search(r"Write these files in `([^`]+)`", text).group(1))
     failures = Path(re.search(r"lowest reward first: `([^`]+)`", text).group(1))
-    step = re.search(r"\(from `(train_step_\d+)`\)", text).group(1)
+    # TEACHER.md: each failure has its `idx` and `step`; a row cites it as train_step_<step>_idx_<idx>
+    cite = re.search(r"cites one as `skeleton:(train_step_<step>_idx_<idx>)`", text).group(1)
     n = int(re.search(r"# Teacher brief — iteration (\d+)", text).group(1))
     rows = [json.loads(x) for x in failures.open()]
-    skeletons = [{"source": f"{step}_idx_{i}", "problem": r["info"]["problem"]}
-                 for i, r in enumerate(rows) if r["reward"] < 0.5 and "problem" in (r.get("info") or {})]
+    skeletons = [{"source": cite.replace("<step>", str(r["step"])).replace("<idx>", str(r["idx"])),
+                   "problem": r["info"]["problem"]}
+                 for r in rows if r["reward"] < 0.5 and "problem" in (r.get("info") or {})]
     prior = re.findall(r"--prior (\S+)", text)
     for name, body in teacher_files.passing(skeletons, n, "stock_arithmetic", prior=prior).items():
         (iter_dir / name).write_text(body)

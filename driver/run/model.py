@@ -40,6 +40,13 @@ def setting(default: Any = None, *, help: str, flag: str | None = None,
     `by_backend`: the default for each backend (then `default` is None: not given); `parse`:
     how the flag's text becomes a value (duration: 10h/30m/45s; json: a JSON object; name: one
     printable line); `resumable`: `driver resume` may change it too."""
+    if by_backend is not None and set(by_backend) != set(BACKEND_NAMES):
+        # checked at import: a backend added to BackendName without its default here would
+        # otherwise reach the validators as a missing value
+        missing, extra_names = set(BACKEND_NAMES) - set(by_backend), set(by_backend) - set(BACKEND_NAMES)
+        raise TypeError(f"a per-backend default (help: {help[:60]!r}) names no value for "
+                        f"{sorted(missing)} and values for unknown backends {sorted(extra_names)}: "
+                        f"give every backend in BackendName ({', '.join(BACKEND_NAMES)}) its default")
     extra = {"flag": flag, "by_backend": by_backend, "parse": parse, "resumable": resumable}
     if "default_factory" in bounds:
         return Field(description=help, json_schema_extra={k: v for k, v in extra.items()

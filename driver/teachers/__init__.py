@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Protocol
 
 from driver.run.model import TEACHER_NAMES
 
@@ -108,37 +109,78 @@ def builtin_refusal(hub: dict) -> str | None:
             "TEACHER.md) or `--teacher llm --llm-model NAME` (an API).")
 
 
+class Teacher(Protocol):
+    """What the iteration asks of a teacher: given the brief, leave OUTPUTS in brief.iter_dir
+    (or raise WaitingForTeacher, as the agent teacher does, to stop until someone writes them)."""
+    name: str
+
+    def teach(self, brief: Brief) -> None: ...
+
+
+@dataclass(frozen=True)
+class TeacherKind:
+    """One entry of the registry: how to build the teacher a run asked for, and why it cannot
+    teach on an env (checked before anything trains, and on `driver resume --teacher`)."""
+    build: Callable[[Any], Teacher]                 # RunState -> Teacher
+    refusal: Callable[[Any, dict], str | None] = lambda state, hub: None
+
+
+def _agent(state) -> Teacher:
+    from driver.teachers.agent import AgentTeacher
+    return AgentTeacher()
+
+
+def _builtin(state) -> Teacher:
+    from driver.teachers.builtin import BuiltinTeacher
+    return BuiltinTeacher()
+
+
+def _llm(state) -> Teacher:
+    from driver.errors import UsageError
+    if state.llm is None:
+        raise UsageError("run.json asks for the LLM teacher but has no llm settings")
+    from driver.teachers.llm import LLMTeacher
+    return LLMTeacher(state.llm)
+
+
+def _llm_refusal(state, hub: dict) -> str | None:
+    import os
+    if state.llm is not None and not os.environ.get(state.llm.key_env):
+        return (f"the LLM teacher reads its API key from ${state.llm.key_env}, which is not set. "
+                f"Export it (the key is never written to disk), or pass --llm-key-env NAME, then "
+                "`driver resume RUN_DIR`; or switch with `driver resume RUN_DIR --teacher agent`.")
+    return None
+
+
+# every teacher the run model names (TEACHER_NAMES, its --teacher choices), and nothing else:
+# a new teacher is a module with a class satisfying Teacher, its name there and an entry here
+REGISTRY: dict[str, TeacherKind] = {
+    "agent": TeacherKind(_agent),
+    "builtin": TeacherKind(_builtin, lambda state, hub: builtin_refusal(hub)),
+    "llm": TeacherKind(_llm, _llm_refusal),
+}
+if set(REGISTRY) != set(TEACHER_NAMES):
+    raise TypeError(f"the teacher registry ({sorted(REGISTRY)}) and --teacher's choices "
+                    f"({sorted(TEACHER_NAMES)}) must name the same teachers")
+
+
+def _kind(state) -> TeacherKind:
+    from driver.errors import UsageError
+    if state.teacher not in REGISTRY:
+        raise UsageError(f"unknown teacher {state.teacher!r}; choose one of {', '.join(NAMES)}")
+    return REGISTRY[state.teacher]
+
+
 def preflight(state, hub: dict) -> None:
     """Refuse, before anything trains, a teacher that cannot teach on this env: the built-in
     teacher without a family generator for it, the LLM teacher without its key variable set."""
-    import os
-
     from driver.errors import UsageError
 
-    if state.teacher == "builtin":
-        refusal = builtin_refusal(hub)
-        if refusal:
-            raise UsageError(refusal)
-    if state.teacher == "llm" and state.llm is not None and not os.environ.get(state.llm.key_env):
-        raise UsageError(
-            f"the LLM teacher reads its API key from ${state.llm.key_env}, which is not set. "
-            f"Export it (the key is never written to disk), or pass --llm-key-env NAME, then "
-            "`driver resume RUN_DIR`; or switch with `driver resume RUN_DIR --teacher agent`.")
+    refusal = _kind(state).refusal(state, hub)
+    if refusal:
+        raise UsageError(refusal)
 
 
-def get(state):
+def get(state) -> Teacher:
     """The teacher a run asked for (`state` is its RunState)."""
-    from driver.errors import UsageError
-
-    if state.teacher == "agent":
-        from driver.teachers.agent import AgentTeacher
-        return AgentTeacher()
-    if state.teacher == "builtin":
-        from driver.teachers.builtin import BuiltinTeacher
-        return BuiltinTeacher()
-    if state.teacher == "llm":
-        if state.llm is None:
-            raise UsageError("run.json asks for the LLM teacher but has no llm settings")
-        from driver.teachers.llm import LLMTeacher
-        return LLMTeacher(state.llm)
-    raise UsageError(f"unknown teacher {state.teacher!r}; choose one of {', '.join(NAMES)}")
+    return _kind(state).build(state)
