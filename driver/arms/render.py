@@ -1,6 +1,6 @@
-"""An arm's config (rl_toml), rendered and checked one way wherever an arm is launched (an iteration, a
-control, the gradient probe) or shown before it is (`driver run --dry-run`), so what a dry run
-writes is what the arm launches with."""
+"""An arm's config (rl_toml), rendered and checked one way wherever an arm is launched (an
+iteration, a control, the gradient probe) or shown before it is (`driver run --dry-run`), so
+what a dry run writes is what the arm launches with."""
 from __future__ import annotations
 
 import tomllib
