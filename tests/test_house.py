@@ -169,14 +169,28 @@ def test_a_fourth_control_arm_is_one_table_entry(tmp_path, monkeypatch):
     from driver import cli
     from driver.arms import table
 
+    def replay_best_every_other(ctx, best, dest):   # a row source of its own: half the best rows
+        from driver.run.files import atomic_write_text
+
+        table.carry_best_settings(ctx, best, dest)
+        rows = (ctx.rd.path / best["dataset"]).read_text().splitlines(keepends=True)
+        atomic_write_text(dest, "".join(rows[::2]))   # written last, once: present means complete
+        return f"every other row of iter_{best['best_iter']}'s dataset"
+
     run_d = table.ControlArm("run_d", "run_d_best_from_base", "run_d (best @base)",
-                             "best dataset alone, from the base model", "base", table.replay_best)
+                             "best dataset alone, from the base model", "base", replay_best_every_other)
     monkeypatch.setattr(table, "CONTROLS", (*table.CONTROLS, run_d))
     for k, v in driver_env(tmp_path).items():
         monkeypatch.setenv(k, v)
     runs = tmp_path / "runs"
-    assert cli.main(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)]) == 0
+    # the dry run shows every arm's config, the fourth control's included; the run launches those
+    assert cli.main(["run", "--dry-run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)]) == 0
     [rd] = list(runs.iterdir())
+    assert cli.main(["resume", str(rd)]) == 0
+    for arm, d in (("iter_1", "iter_1"), ("run_a", "run_a_best_from_iter0"),
+                   ("run_b", "run_b_combined_from_base"), ("run_c", "run_c_untargeted_from_iter0"),
+                   ("run_d", "run_d_best_from_base")):
+        assert (rd / "dry_run" / arm / "rl.toml").read_text() == (rd / d / "rl.toml").read_text(), arm
     state = json.loads((rd / "run.json").read_text())
     phases = [h["phase"] for h in state["history"]]
     assert phases[-5:] == ["run_a", "run_b", "run_c", "run_d", "finalize"]
@@ -185,7 +199,8 @@ def test_a_fourth_control_arm_is_one_table_entry(tmp_path, monkeypatch):
     d = rd / "run_d_best_from_base"
     cfg = tomllib.loads((d / "rl.toml").read_text())
     assert "resume_step" not in cfg.get("ckpt", {}) and cfg["max_steps"] == 3   # from base
-    assert (d / "dataset.jsonl").read_text() == (rd / "iter_1" / "dataset.jsonl").read_text()
+    best_rows = (rd / "iter_1" / "dataset.jsonl").read_text().splitlines(keepends=True)
+    assert (d / "dataset.jsonl").read_text() == "".join(best_rows[::2])
     entry = next(c for c in metrics["controls"] if c["run"] == "run_d")
     assert entry["n_eval"] == 200 and entry["best_iter"] == 1
     assert "run_d (best @base)" in (rd / "scratchpad.md").read_text()
@@ -218,6 +233,32 @@ def test_dry_run_renders_every_config_then_resume_trains_on_exactly_those(tmp_pa
                                   "@", str(rd / "iter_0" / "eval_overlay.toml")]
     assert (rd / "iter_0" / "base_rl.toml").read_text() == base
 
+
+
+def test_a_dry_run_shows_each_arm_the_config_it_launches_with_a_canonical_config_too(tmp_path, runs):
+    """One renderer for every arm (driver/arms/render.py): with --base-config, run_b's dry-run
+    config trains on the canonical config's own train block, as run_b's launch does (the dry
+    run once rendered the dialect's default block there instead), and every dry-run config
+    passes the same checks as a launch's."""
+    import tomli_w
+
+    from driver.dialects import get
+    from driver.run.model import Knobs
+
+    base = tomllib.loads(get("classic").render_base({"env_id": "stock_arithmetic", "eval_size": 200},
+                                                    Knobs.for_backend("prime_rl", steps_per_run=3)))
+    base["orchestrator"]["train"]["env"][0]["name"] = "stock-canonical"
+    (tmp_path / "canon.toml").write_text(tomli_w.dumps(base))
+    r = driver(["run", "--dry-run", "--max-iters", "1", *FAST, "--base-config", str(tmp_path / "canon.toml"),
+                "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rd = run_dir_from(r.stdout)
+    run_b = tomllib.loads((rd / "dry_run" / "run_b" / "rl.toml").read_text())
+    blocks = run_b["orchestrator"]["train"]["env"]
+    assert blocks[0] == base["orchestrator"]["train"]["env"][0] and len(blocks) == 2
+    for arm in ("iter_1", "run_a", "run_c"):   # the generated env only, under the canonical name
+        [only] = tomllib.loads((rd / "dry_run" / arm / "rl.toml").read_text())["orchestrator"]["train"]["env"]
+        assert only["id"] != "stock_arithmetic", arm
 
 def test_a_base_config_is_checked_against_the_dialect_the_checkout_speaks(tmp_path, runs):
     """A classic config given to a current-generation checkout is refused before anything is

@@ -330,7 +330,7 @@ def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp
     assert eval_blocks and all(b["args"]["seed"] == 1 for b in eval_blocks)
     # run B's real-data block is the canonical config's train env, args included
     from driver.context import Ctx
-    from driver.phases.controls import hub_train_block
+    from driver.arms.render import hub_train_block
     from driver.run.rundir import RunDir
 
     rdir = RunDir(rd)

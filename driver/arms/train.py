@@ -12,6 +12,7 @@ from pathlib import Path
 
 from driver import faults
 from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows, train_knobs
+from driver.arms.render import rl_toml
 from driver.backends import process as training
 from driver.backends.base import Command
 from driver.context import Ctx
@@ -298,7 +299,7 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
 
     d = arm.dir / "probe"
     probe = Arm(f"{arm.name} probe", d, resume_step=arm.resume_step, package=arm.package,
-                dataset=arm.dataset)
+                dataset=arm.dataset, source_name=arm.source_name)
     start = arm.resume_step or 0
     rows_path = d / "train_rollouts.jsonl"
     aborted_path = d / ABORTED
@@ -306,14 +307,8 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
         one_step = knobs.model_copy(update={"batch_size": prompts * knobs.rollouts_per_example,
                                             "steps_per_run": 1})
         cfg = d / "rl.toml"
-        text = ctx.dialect.render_run(
-            arm=probe.name, purpose="gradient probe: one step from iter_0 on the generated env",
-            hub=ctx.hub, knobs=one_step, eval_knobs=None,
-            train_envs=ctx.dialect.train_sources(probe.package or "", None, arm.source_name,
-                                                  fork_name=ctx.state.iter_0_train_source),
-            resume_step=probe.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-        ctx.dialect.check_rendered(text, expect_resume=probe.resume_step,
-                                   fork_name=ctx.state.iter_0_train_source)
+        text = rl_toml(ctx, probe, "gradient probe: one step from iter_0 on the generated env",
+                      knobs=one_step, eval_knobs=None)
         if not cfg.exists() or cfg.read_text() != text:
             atomic_write_text(cfg, text)
         overlay = d / "probe_overlay.toml"

@@ -12,28 +12,13 @@ from driver.arms.arm import config_files, eval_knobs, train_knobs
 from driver.arms.best import best_iteration
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.install import install_env
+from driver.arms.render import rl_toml
 from driver.arms.train import train
 from driver.backends import process as training
 from driver.context import Ctx
 from driver.errors import ControlSkipped, DriverError, StillRunning
 from driver.reporting import scratchpad
 from driver.run.files import atomic_write_text
-
-
-def hub_train_block(ctx: Ctx) -> dict:
-    """The hub's own train block, exactly as iter_0 trained on it (the canonical config's when
-    one was given), for a control that trains on the hub's rows beside its own."""
-    import tomllib
-    from pathlib import Path
-
-    base = Path(ctx.state.base_config) if ctx.state.base_config else ctx.iter_dir(0) / "base_rl.toml"
-    if base.exists():
-        blocks = ctx.dialect.train_blocks(tomllib.loads(base.read_text()))
-        if blocks:
-            block = dict(blocks[0])
-            block.setdefault("name", "hub-train")
-            return block
-    return {**ctx.dialect.hub_train_block(ctx.hub), "name": "hub-train"}
 
 
 def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
@@ -49,15 +34,9 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
         install_env(ctx, arm)
         cfg = arm.dir / "rl.toml"
         if not cfg.exists():
-            text = ctx.dialect.render_run(
-                arm=spec.name, purpose=spec.purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
-                eval_knobs=eval_knobs(ctx, arm),
-                train_envs=ctx.dialect.train_sources(
-                    arm.package, hub_train_block(ctx) if spec.with_hub_rows else None, arm.source_name,
-                    fork_name=ctx.state.iter_0_train_source),
-                resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-            ctx.dialect.check_rendered(text, fork_name=ctx.state.iter_0_train_source)
-            atomic_write_text(cfg, text)
+            atomic_write_text(cfg, rl_toml(ctx, arm, spec.purpose, knobs=train_knobs(ctx, arm),
+                                          eval_knobs=eval_knobs(ctx, arm),
+                                          with_hub_rows=spec.with_hub_rows))
         train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))
     except StillRunning:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from driver.arms import table
 from driver.arms.arm import eval_knobs, train_knobs
+from driver.arms.render import ITERATION_PURPOSE, rl_toml
 from driver.context import Ctx
 from driver.phases import setup
 from driver.run.files import atomic_write_text
@@ -28,20 +29,12 @@ def render(ctx: Ctx) -> list[Path]:
     args += ctx.dialect.iter0_overrides(ctx.knobs, ctx.iter_dir(0) / "prime_out")
     ctx.dialect.check_effective(composition.compose(args))
     anchor = st.steps_per_run   # iter_0's final step, which every anchored arm resumes from
-    examples = [(table.iteration(ctx, 1), "resume from iter_0 on the generated env; eval on the "
-                 "hub env", None)]
+    examples = [(table.iteration(ctx, 1), ITERATION_PURPOSE, None)]
     examples += [(table.control_arm(ctx, c), c.purpose, c) for c in table.CONTROLS]
     for arm, purpose, spec in examples:
         arm.resume_step = None if spec is not None and spec.start == "base" else anchor
-        hub_block = ({**ctx.dialect.hub_train_block(ctx.hub), "name": "hub-train"}
-                     if spec is not None and spec.with_hub_rows else None)
-        text = ctx.dialect.render_run(
-            arm=arm.name, purpose=purpose, hub=ctx.hub, knobs=train_knobs(ctx, arm),
-            eval_knobs=eval_knobs(ctx, arm),
-            train_envs=ctx.dialect.train_sources(arm.package, hub_block, arm.source_name,
-                                                 fork_name=st.iter_0_train_source),
-            resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
-        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step, fork_name=st.iter_0_train_source)
+        text = rl_toml(ctx, arm, purpose, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
+                      with_hub_rows=spec is not None and spec.with_hub_rows)
         path = ctx.rd.path / "dry_run" / arm.name / "rl.toml"
         atomic_write_text(path, text)
         written.append(path)

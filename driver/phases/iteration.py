@@ -27,6 +27,7 @@ from driver.arms import table
 from driver.arms.arm import config_files, eval_knobs, train_knobs
 from driver.arms.evaluate import evaluate as eval_arm
 from driver.arms.evaluate import metrics_entry
+from driver.arms.render import ITERATION_PURPOSE, rl_toml
 from driver.arms.install import install_env
 from driver.arms.train import probe_launch, train
 from driver.arms.train import trained as arm_trained
@@ -380,16 +381,8 @@ def train_iteration(ctx: Ctx, n: int) -> None:
     arm = table.iteration(ctx, n)
     cfg = arm.dir / "rl.toml"
     if not cfg.exists():
-        text = ctx.dialect.render_run(
-            arm=arm.name, purpose="resume from iter_0 on the generated env; eval on the hub env",
-            hub=ctx.hub, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
-            train_envs=ctx.dialect.train_sources(arm.package, None, arm.source_name,
-                                                  fork_name=ctx.state.iter_0_train_source),
-            resume_step=arm.resume_step,
-            resume_from=ctx.iter_dir(0) / "prime_out")
-        ctx.dialect.check_rendered(text, expect_resume=arm.resume_step,
-                                   fork_name=ctx.state.iter_0_train_source)
-        atomic_write_text(cfg, text)
+        atomic_write_text(cfg, rl_toml(ctx, arm, ITERATION_PURPOSE, knobs=train_knobs(ctx, arm),
+                                      eval_knobs=eval_knobs(ctx, arm)))
     train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
 
 
