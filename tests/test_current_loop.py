@@ -161,9 +161,10 @@ def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_m
 
         user = next(m["content"] for m in body["messages"] if m["role"] == "user")
         assert CANARY not in user
-        step = re.search(r"from (train_step_\d+)", user).group(1)
-        skeletons = [{"source": f"{step}_idx_{idx}", "problem": json.loads(info)["problem"]}
-                     for idx, reward, info in re.findall(r"### idx (\d+) · reward (\S+)\n.*?\ninfo: (.*?)\n", user, re.S)
+        # the prompt's words: each row's `idx` and `step`, cited as skeleton:train_step_<step>_idx_<idx>
+        skeletons = [{"source": f"train_step_{step}_idx_{idx}", "problem": json.loads(info)["problem"]}
+                     for idx, step, reward, info in
+                     re.findall(r"### idx (\d+) · step (\d+) · reward (\S+)\n.*?\ninfo: (.*?)\n", user, re.S)
                      if float(reward) < 0.5 and "problem" in json.loads(info)]
         return teacher_files.as_reply(teacher_files.passing(skeletons, 1, "canary_taskset"))
 

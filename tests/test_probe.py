@@ -75,7 +75,8 @@ def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs)
     assert td["step"] == 6 and td["groups"] == 16 and td["uniform_groups"] is True
     from rl_contract.classic import ClassicLayout
 
-    step6_file = ClassicLayout().train_file(rd / "iter_1" / "prime_out", 6)
+    layout = ClassicLayout()   # trained step 6's batch sits where classic writes it (step_5)
+    step6_file = layout.train_file(rd / "iter_1" / "prime_out", layout.rows_step(6))
     step6 = [json.loads(x) for x in step6_file.read_text().splitlines()]
     train_groups = _groups(step6)
     assert td["live_fraction_outcome"] == round(sum(len(set(g)) > 1 for g in train_groups) / 16, 4)

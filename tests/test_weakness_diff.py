@@ -222,12 +222,13 @@ def test_iteration_2s_brief_holds_iteration_1s_buckets_before_and_after_and_the_
     # before: the gradient probe's rollouts on iter_1's rows; after: iter_1's last train steps
     probe = [json.loads(x) for x in (rd / "iter_1" / "probe_rollouts.jsonl").read_text().splitlines()]
     assert diff["before"]["source"] == "probe" and diff["before"]["rollouts"] == len(probe)
-    steps = sorted(int(p.name.split("_")[1]) for p in
-                   (rd / "iter_1" / "prime_out" / "run_default" / "rollouts").glob("step_*"))
+    from driver import dialects
+
+    classic = dialects.get("classic")   # trained steps: classic writes step s's batch at step_{s-1}
+    steps = [classic.trained_step(s) for s in classic.train_steps(rd / "iter_1" / "prime_out")]
     assert diff["after"]["steps"] == steps[-10:]
-    last = [json.loads(x) for s in diff["after"]["steps"] for x in
-            (rd / "iter_1" / "prime_out" / "run_default" / "rollouts" / f"step_{s}"
-             / "train_rollouts.jsonl").read_text().splitlines()]
+    last = [x for s in diff["after"]["steps"]
+            for x in classic.train_rows(rd / "iter_1" / "prime_out", classic.rows_step(s))]
     first = diff["buckets"][0]
     key = (first["domain"], first["sub_domain"])
     mine = [x for x in last if (x["info"]["domain"], x["info"]["sub_domain"]) == key]
