@@ -59,6 +59,9 @@ def test_init_from_the_iter_0_of_a_driver_run_reuses_it_untrained(first):
     assert launched == []     # nothing trained: iter_0 reused, no iteration, no control to run
 
 
+# whole runs resumed from another run (45 s): the extended command; --init-from on real prime-rl
+# output dirs of both generations stays in the main suite (test_prime_rl_runtime.py)
+@pytest.mark.extended
 def test_init_from_a_driver_run_directory_reuses_its_iter_0_and_iterations_resume_from_it(first):
     _, first_dir = first
     rd, launched = _second(first, first_dir, max_iters=2)

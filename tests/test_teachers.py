@@ -239,6 +239,9 @@ def _passing_from_prompt(body: dict) -> str:
     return teacher_files.as_reply(teacher_files.passing(skeletons, n, "canary_stock"))
 
 
+# a whole run with a fake LLM endpoint (1.5 min): the extended command; the LLM teacher's refusals
+# and unreachable endpoint stay in the main suite, its canary check on a taskset is extended too
+@pytest.mark.extended
 def test_llm_teacher_is_re_asked_with_the_gate_lines_and_no_eval_canary_reaches_it(tmp_path, runs):
     script = [lambda body: "I think the student struggles with borrows.",           # no files
               lambda body: teacher_files.as_reply(teacher_files.failing(1)),       # gate fails
