@@ -205,7 +205,7 @@ def test_iter_0_builds_the_solver_student_showing_its_sft_steps_then_trains_and_
         json.loads((rd / "run.json").read_text())["model"]
 
 
-@pytest.mark.extended   # a whole run on the real trainer (~3 min): CI's extended command
+@pytest.mark.long   # a whole run on the real trainer (3–6 min on 2 cores): outside CI
 def test_a_cpu_user_on_an_env_without_a_generator_is_refused_then_served_then_runs_to_finalize(tmp_path):
     """A CPU user on digit_tally (no family generator, no warm-start corpus, no reference
     completions): refused before a run directory exists with the solver route, then served by

@@ -583,7 +583,7 @@ def test_on_prime_rl_a_multi_turn_hub_envs_iteration_installs_a_generated_env_wi
     assert "untargeted rows from generators.hidden_number.untargeted" in r.stdout + r.stderr
 
 
-@pytest.mark.extended
+@pytest.mark.long   # the game's whole CPU run (10–20 min on 2 cores): outside CI
 def test_on_cpu_the_loop_trains_a_student_on_the_built_in_game_through_an_iteration_and_the_controls(tmp_path, runs):
     """`driver run --backend local` on hidden_number, its shipped student, the built-in teacher:
     iter_0, an iteration and the three controls train for real; every train rollout is an

@@ -43,7 +43,7 @@ def test_two_runs_with_one_seed_write_the_same_datasets_and_configs(tmp_path):
         assert accs[0] == accs[1] and len(accs[0]) >= 2, key
 
 
-@pytest.mark.extended   # two whole demo runs on the real embedded trainer: CI's extended command
+@pytest.mark.long   # two whole demo runs side by side on the real embedded trainer (20+ min on 2 cores): outside CI
 def test_two_quick_starts_with_one_seed_print_the_same_table_however_busy_the_machine(tmp_path):
     """The quick start's own command (the embedded default) ends on its iteration count, not on
     the clock: two runs with one seed, started together so that each runs beside the other's
