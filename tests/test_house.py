@@ -355,3 +355,21 @@ def test_the_readmes_figures_match_the_code_they_describe():
     assert stated and int(stated.group(1)) == len(points.elts)
     for arm in table.CONTROLS:
         assert arm.label in readme, arm.label
+
+
+def test_ci_runs_the_readmes_test_commands_and_leaves_the_long_tier_out():
+    """`.ci/run` runs the README's test command verbatim, then its extended command; the long
+    tier (many-minute runs of the real trainer) is documented and kept out of CI, whose limit
+    is 90 minutes with the install."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    tests_section = readme[readme.index("## Tests"):]
+    commands = re.findall(r"```bash\n(.+?)\n```", tests_section)
+    main_cmd, extended_cmd, long_cmd = commands[:3]
+    assert main_cmd in ci and main_cmd.endswith("python -m pytest")
+    assert extended_cmd == "python -m pytest -m extended" and extended_cmd in ci.splitlines()
+    assert long_cmd == "python -m pytest -m long" and "-m long" not in ci
+    markers = (ROOT / "pyproject.toml").read_text()
+    assert "-m 'not extended and not long'" in markers
