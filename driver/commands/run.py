@@ -53,7 +53,7 @@ def main(a) -> int:
 
     from driver import backends, loop
     from driver.context import Ctx
-    from driver.envs import hub as envs
+    from driver.envs.hub import interaction_line
     from driver.errors import UsageError
     from driver.run.model import RunState, validation_message
     from driver.run.rundir import RunDir, RunLock
@@ -106,7 +106,7 @@ def main(a) -> int:
         print(f"backend: {backend.name} ({backend.describe()}); dialect: {backend.dialect}"
               f"{version}; teacher: {state.teacher}", file=sys.stderr, flush=True)
         print(f"env: {state.dataset} ({introspected[0]['env_class']}); "
-              f"{envs.interaction_line(introspected[0])}", file=sys.stderr, flush=True)
+              f"{interaction_line(introspected[0])}", file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
@@ -130,16 +130,16 @@ def _introspect_first(state, backend) -> tuple[dict, dict | None]:
     resume could change the run's env. The introspect phase writes hub_env.json from the result
     (a resume that finds no hub_env.json loads the env again)."""
     from driver import dialects
-    from driver.envs import hub as envs
+    from driver.envs.hub import introspect_with_fingerprints, refuse_unscorable
     from driver.errors import DriverError
 
     print(f"introspect: loading {state.dataset} in {backend.python} (nothing is created until "
           "it loads)", file=sys.stderr, flush=True)
     try:
-        info, fingerprints = envs.introspect_with_fingerprints(
+        info, fingerprints = introspect_with_fingerprints(
             backend.python, state.dataset, state.env_args, hub_id=state.hub_id,
             kind=dialects.get(backend.dialect).env_kind)
-        envs.refuse_unscorable(info)
+        refuse_unscorable(info)
     except DriverError as e:
         raise DriverError(f"{e}\nNothing was created.", exit_code=e.exit_code) from None
     return info, fingerprints

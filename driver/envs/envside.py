@@ -270,7 +270,7 @@ JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("ta
 # the teacher's auxiliary rewards on the generated rows (standard library only: any env kind)
 AUX_CHECK = Action("aux.check_rows", AuxRequest, AuxChecked, v1=False, timeout=600)
 # can the embedded trainer build its built-in student for the hub env (before a run exists)
-STUDENT_CHECK = Action("student.recipe", StudentRequest, StudentCheck, v1=False, timeout=600)
+STUDENT_CHECK = Action("student.check", StudentRequest, StudentCheck, v1=False, timeout=600)
 # `driver export-model`: the base model's config and tokenizer beside an arm's weight shards
 MODEL_FILES = Action("model.base_files", ModelFilesRequest, ModelFiles, v1=False, timeout=1800)
 # `driver run --student-solver`: the solver on the env's train rows, scored, kept as a corpus
