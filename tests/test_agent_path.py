@@ -240,7 +240,7 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
 def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(tmp_path, monkeypatch):
     """The same teacher's rows, with one template's reasoning ending in a wrong total: `driver
     validate --env` (the hub's rubric, loaded in this interpreter) names the template and lines."""
-    from driver.envs.hub import introspect
+    from driver.envs.introspect import introspect
     from driver.errors import WaitingForTeacher
     from driver.teachers import Brief
     from driver.teachers.agent import AgentTeacher

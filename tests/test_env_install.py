@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from driver.envs.hub import (cleanup, ensure_installed, install_generated, install_package,
-                             introspect, is_importable, purelib, write_package)
+from driver.envs.install import (cleanup, ensure_installed, install_generated, install_package,
+                                 is_importable, purelib)
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.errors import DriverError
 
 PY = sys.executable

@@ -8,8 +8,9 @@ import uuid
 
 import pytest
 
-from driver.envs.hub import (cleanup, count_rows, install_generated, install_scheme, introspect,
-                             package_name, purelib, write_package)
+from driver.envs.install import cleanup, count_rows, install_generated, install_scheme, purelib
+from driver.envs.introspect import introspect
+from driver.envs.packages import package_name, write_package
 from driver.errors import DriverError
 from stock_arithmetic.data import build_splits
 

@@ -268,7 +268,7 @@ def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(
 
 
 def test_rows_without_an_info_key_the_rubric_reads_fail_with_the_rubrics_own_words(good, tmp_path, fingerprints):
-    from driver.envs.hub import introspect
+    from driver.envs.introspect import introspect
 
     hub = introspect(sys.executable, "stock_arithmetic")
     assert "problem" in hub["info_keys_read"]     # listed for the teacher (hub_env.json, TEACHER.md)

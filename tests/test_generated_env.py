@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, with_test_envs
-from driver.envs.hub import cleanup, install_generated, introspect, write_package
+from driver.envs.install import cleanup, install_generated
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.errors import DriverError
 
 PY = sys.executable

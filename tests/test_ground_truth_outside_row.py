@@ -21,7 +21,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, ROOT, driver, driver_env, with_test_envs
-from driver.envs.hub import cleanup, install_generated, introspect, refuse_unscorable, write_package
+from driver.envs.describe import refuse_unscorable
+from driver.envs.install import cleanup, install_generated
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.errors import DriverError
 from driver.gates import accuracy, dataset, rules
 

@@ -155,7 +155,8 @@ def test_introspection_records_the_episodes_kind_turn_limit_settings_and_the_key
     """hub_env.json's interaction for a user's multi-turn env: multi-turn, max_turns 14 (the
     loader's), its own setting say_range, and lo/hi, which only env_response reads (the rubric
     reads max_guesses); `driver introspect` says the same in words."""
-    from driver.envs.hub import interaction_line, introspect
+    from driver.envs.describe import interaction_line
+    from driver.envs.introspect import introspect
 
     hub = introspect(PY, "guess_game")
     it = hub["interaction"]
@@ -190,7 +191,9 @@ def test_a_generated_env_keeps_the_hubs_turn_limit_and_plays_the_same_turns(tmp_
     """The generated env of the user's multi-turn env: its max_turns is the hub's 14 (verifiers'
     default, -1 for unlimited, before), its own setting is the hub's, and the same moves get the
     same replies and the same reward, turn by turn."""
-    from driver.envs.hub import cleanup, install_generated, introspect, write_package
+    from driver.envs.install import cleanup, install_generated
+    from driver.envs.introspect import introspect
+    from driver.envs.packages import write_package
     from guess_game import rows
 
     hub = introspect(PY, "guess_game")
@@ -308,7 +311,7 @@ def _teacher_md(brief) -> str:
 
 @pytest.fixture(scope="module")
 def game_hub():
-    from driver.envs.hub import introspect
+    from driver.envs.introspect import introspect
 
     return introspect(PY, "hidden_number")
 

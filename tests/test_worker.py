@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from driver.envs.hub import cleanup, count_rows, install_generated, introspect, write_package
+from driver.envs.install import cleanup, count_rows, install_generated
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.envs import worker
 
 PY = sys.executable

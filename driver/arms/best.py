@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from driver.analysis import evaluation
 from driver.context import Ctx
-from driver.envs.hub import package_name
+from driver.envs.packages import package_name
 from driver.run.files import atomic_write_json, read_json
 
 

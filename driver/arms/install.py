@@ -8,8 +8,10 @@ from driver.arms.arm import Arm
 from driver.backends import EnvPublisher
 from driver.backends import process
 from driver.context import Ctx
-from driver.envs.hub import count_rows, file_sha256, install_generated, kind_of, write_package
-from driver.run.files import atomic_write_json, read_json
+from driver.envs.describe import kind_of
+from driver.envs.install import count_rows, install_generated
+from driver.envs.packages import write_package
+from driver.run.files import atomic_write_json, file_sha256, read_json
 
 
 def install_env(ctx: Ctx, arm: Arm) -> dict:

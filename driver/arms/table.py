@@ -15,7 +15,8 @@ from typing import Literal
 from driver.arms.arm import Arm
 from driver.backends import process
 from driver.context import Ctx
-from driver.envs.hub import UnscorableRows, package_name, sample_train_rows
+from driver.envs.introspect import UnscorableRows, sample_train_rows
+from driver.envs.packages import package_name
 from driver.errors import ControlSkipped
 from driver.run.files import atomic_write_text, read_json
 

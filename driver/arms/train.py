@@ -16,7 +16,7 @@ from driver.arms.render import rl_toml
 from driver.backends import process
 from driver.backends.base import Command
 from driver.context import Ctx
-from driver.envs.hub import missing_envs
+from driver.envs.install import missing_envs
 from driver.errors import ArmAborted, DriverError
 from driver.arms import progress
 from driver.run.files import atomic_write_json, atomic_write_text

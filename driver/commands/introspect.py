@@ -21,7 +21,8 @@ def add(sub) -> None:
 
 
 def main(a) -> int:
-    from driver.envs.hub import interaction_line, introspect
+    from driver.envs.describe import interaction_line
+    from driver.envs.introspect import introspect
 
     info = introspect(a.python or sys.executable, a.env, a.env_args)
     if a.json:

@@ -53,7 +53,7 @@ def main(a) -> int:
 
     from driver import backends, loop
     from driver.context import Ctx
-    from driver.envs.hub import interaction_line
+    from driver.envs.describe import interaction_line
     from driver.errors import UsageError
     from driver.run.model import RunState, validation_message
     from driver.run.rundir import RunDir, RunLock
@@ -130,7 +130,8 @@ def _introspect_first(state, backend) -> tuple[dict, dict | None]:
     resume could change the run's env. The introspect phase writes hub_env.json from the result
     (a resume that finds no hub_env.json loads the env again)."""
     from driver import dialects
-    from driver.envs.hub import introspect_with_fingerprints, refuse_unscorable
+    from driver.envs.describe import refuse_unscorable
+    from driver.envs.introspect import introspect_with_fingerprints
     from driver.errors import DriverError
 
     print(f"introspect: loading {state.dataset} in {backend.python} (nothing is created until "

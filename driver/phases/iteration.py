@@ -8,7 +8,6 @@ import json
 import time
 from pathlib import Path
 
-from driver.envs.hub import file_sha256
 from driver.analysis import evaluation
 from driver import faults
 from driver.teachers import generator_run
@@ -31,7 +30,8 @@ from driver.arms.render import ITERATION_PURPOSE, rl_toml
 from driver.arms.install import install_env
 from driver.arms.train import probe_launch, train
 from driver.arms.train import trained as arm_trained
-from driver.run.files import atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from driver.run.files import (atomic_write_json, atomic_write_text, file_sha256, iter_jsonl,
+                              read_json)
 from driver.run.model import MIN_PROMPTS_PER_STEP
 
 MAX_FAILURE_ROWS = 200

@@ -5,8 +5,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.envs.hub import (install_generated, introspect_with_fingerprints, is_importable,
-                             package_name, refuse_unscorable, write_selection_package)
+from driver.envs.describe import refuse_unscorable
+from driver.envs.install import install_generated, is_importable
+from driver.envs.introspect import introspect_with_fingerprints
+from driver.envs.packages import package_name, write_selection_package
 from driver.analysis import evaluation
 from driver import faults
 from driver.reporting import scratchpad

@@ -21,7 +21,7 @@ import psutil
 
 from driver import faults
 from driver.backends import process
-from driver.envs.hub import file_sha256
+from driver.run.files import file_sha256
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3
