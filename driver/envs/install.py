@@ -8,7 +8,6 @@ driver/envs/envside.py); the driver never imports an environment itself.
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -25,11 +24,13 @@ BUILTIN_ENVS = {"stock_arithmetic", "model_router", "hidden_number"}
 
 
 def _unimportable(python: str, modules: list[str]) -> set[str]:
-    """The modules the given interpreter cannot find (one subprocess for all of them)."""
-    find = ("import importlib.util,sys; print('\\n'.join(m for m in sys.argv[1:] "
-            "if importlib.util.find_spec(m) is None))")
-    r = subprocess.run([python, "-c", find, *modules], capture_output=True, text=True, check=False)
-    return set(r.stdout.split()) if r.returncode == 0 else set(modules)
+    """The modules the given interpreter cannot find (one fresh process for all of them); all
+    of them when the interpreter fails to answer."""
+    try:
+        got = envside.call(python, envside.MISSING_MODULES, envside.ModulesRequest(modules=modules))
+    except envside.EnvsideError:
+        return set(modules)
+    return set(got.missing)
 
 
 def is_importable(python: str, module: str) -> bool:
@@ -117,17 +118,17 @@ def prime_install(python: str, target: str, module: str, path: Path | None = Non
             f"Run it by hand to see all of it; resume once {python} imports {module}.")
 
 
-_SCHEMES: dict[str, dict] = {}
+_SCHEMES: dict[str, dict[str, str]] = {}
 
 
-def install_scheme(python: str) -> dict:
+def install_scheme(python: str) -> dict[str, str]:
     """`python`'s install paths (sysconfig's), read once per driver process."""
     if python not in _SCHEMES:
-        r = subprocess.run([python, "-c", "import json, sysconfig; print(json.dumps(sysconfig.get_paths()))"],
-                           capture_output=True, text=True, timeout=60, check=False)
-        if r.returncode != 0:
-            raise DriverError(f"cannot read the install paths of {python}: {r.stderr.strip()[-500:]}")
-        _SCHEMES[python] = json.loads(r.stdout)
+        try:
+            got = envside.call(python, envside.INSTALL_PATHS, envside.NoArguments())
+        except envside.EnvsideError as e:
+            raise DriverError(f"cannot read the install paths of {python}: {e.tail()[-500:]}") from None
+        _SCHEMES[python] = got.paths
     return _SCHEMES[python]
 
 
@@ -162,11 +163,6 @@ def cleanup(python: str, name: str) -> list[str]:
     return removed
 
 
-_WHERE = ("import importlib.util, sys\n"
-          "s = importlib.util.find_spec(sys.argv[1])\n"
-          "print('\\n'.join(list(s.submodule_search_locations or []) or [s.origin or '']) if s else '')")
-
-
 def stale_copies(python: str, name: str) -> list[str]:
     """Copies of `name` that `python` may load instead of the installed package: entries of its
     site-packages named after `name` that the installed distribution's RECORD does not own, and
@@ -179,9 +175,13 @@ def stale_copies(python: str, name: str) -> list[str]:
         if record.is_file():
             owned |= {line.split(",", 1)[0].split("/", 1)[0] for line in record.read_text().splitlines() if line}
     stale = [str(p) for pattern in _copies(name) for p in sp.glob(pattern) if p.name not in owned]
-    r = subprocess.run([python, "-c", _WHERE, name], capture_output=True, text=True, timeout=60, check=False)
+    try:
+        locations = envside.call(python, envside.MODULE_LOCATIONS,
+                                 envside.ModuleRequest(module=name)).locations
+    except envside.EnvsideError:   # the interpreter did not answer: only the site-packages entries
+        locations = []
     installed = (sp / name).resolve()
-    for where in filter(None, map(str.strip, r.stdout.splitlines() if r.returncode == 0 else [])):
+    for where in filter(None, map(str.strip, locations)):
         found = Path(where).resolve()
         if found != installed and installed not in found.parents and where not in stale:
             stale.append(where)
