@@ -193,7 +193,7 @@ class AuxChecked(_Model):
 
 class StudentCheck(_Model):
     """Can the embedded trainer build its built-in student for this env (envside/student.py)?
-    The facts; the driver draws the verdict (commands/run.py)."""
+    The facts; the driver draws the verdict (backends/local_student.py)."""
     recipe: bool                      # the model names the built-in recipe
     known: str                        # the recipe's name
     problem: str | None               # a recipe setting the trainer refuses
