@@ -47,7 +47,7 @@ def main() -> None:
     from driver.analysis.stats import paired
     from embedded_trainer import grpo
     from embedded_trainer.rollouts import decode, render_prompt, sample
-    from generators import stock_arithmetic as fam
+    from generators import stock_arithmetic
     from rl_headroom import resolve_model
     from stock_arithmetic.verifier import score_response
 
@@ -56,7 +56,7 @@ def main() -> None:
     tok = PreTrainedTokenizerFast.from_pretrained(path)
     held = {"three": he.probe_rows("three", 120, seed=99),
             "two": [r for r in he.fresh_rows(400, 77, "fresh")
-                    if max(fam.running(r["info"]["problem"])) < 100][:80]}
+                    if max(stock_arithmetic.running(r["info"]["problem"])) < 100][:80]}
     train = he.fresh_rows(a.prompts * a.steps, 1234, "mix_three_digit")
 
     def prompt(q: str) -> list[int]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def main() -> None:
-    from driver.gates import dataset as gate
+    from driver.gates import dataset
     from driver.gates import decontam
     from generators.stock_arithmetic import FAMILY
 
@@ -34,7 +34,7 @@ def main() -> None:
         rows = generate(weakness, [], out=str(out), seed=1, skeleton_share=0.0)
         t_gen = time.perf_counter() - t0
         t0 = time.perf_counter()
-        rep = gate.check(out, weakness, eval_fingerprints=fp)
+        rep = dataset.check(out, weakness, eval_fingerprints=fp)
         t_gate = time.perf_counter() - t0
     print(f"rows: {len(rows)}")
     print(f"eval fingerprints (once per run, a subprocess): {t_fp:.2f}s")

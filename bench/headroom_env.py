@@ -39,7 +39,7 @@ import verifiers as vf
 from datasets import Dataset
 
 import stock_arithmetic as hub
-from generators import stock_arithmetic as family
+from generators import stock_arithmetic
 from stock_arithmetic.data import build_splits, generate_problem, make_row
 from stock_arithmetic.verifier import normalized_problem
 
@@ -65,22 +65,22 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
             want_three = "mix" not in kind or rng.random() < MIX_SHARE
         wide = kind == "mix_wide" and rng.random() < MIX_SHARE
         while True:
-            p = generate_problem(rng, 100 if wide else family.MAX_OPERAND)
+            p = generate_problem(rng, 100 if wide else stock_arithmetic.MAX_OPERAND)
             key = normalized_problem(p)
-            if key in seen or (kind == "hard" and len(family.features(p, False, False)) < 3):
+            if key in seen or (kind == "hard" and len(stock_arithmetic.features(p, False, False)) < 3):
                 continue
             if wide and not has_wide_operand(p):
                 continue
             if kind == "mix_peak120" and want_three:
-                if max(family.running(p)) >= 120:
+                if max(stock_arithmetic.running(p)) >= 120:
                     break
                 continue
-            if want_three is None or (max(family.running(p)) >= 100) == want_three:
+            if want_three is None or (max(stock_arithmetic.running(p)) >= 100) == want_three:
                 break
         seen.add(key)
         row = make_row(p, "ID50", "train", text_rng)
         if kind.startswith("plain"):
-            row["question"] = family.render(p, text_rng, False, False, "plain")
+            row["question"] = stock_arithmetic.render(p, text_rng, False, False, "plain")
         out.append(row)
     return out
 
@@ -100,7 +100,7 @@ def probe_rows(kind: str, n: int = 200, seed: int = 7) -> list[dict]:
             continue
         if kind == "wide" and not has_wide_operand(p):
             continue
-        if kind == "three" and max(family.running(p)) < 100:
+        if kind == "three" and max(stock_arithmetic.running(p)) < 100:
             continue
         seen.add(key)
         out.append(make_row(p, "OOD100" if kind == "wide" else "ID50", "bench", text_rng))

@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from driver.backends import process as training
+from driver.backends import process
 from driver.backends import Command
 
 FAKE = ("import json, sys, time\n"
@@ -55,9 +55,9 @@ def main() -> None:
             t = threading.Thread(target=tail_peer, args=(log, seen))
             t.start()
             be = Command((sys.executable, str(script)))
-            tp = training.launch(be, ["0.5", str(eval_file)], d, log)
-            res = training.poll(tp, log, eval_file, 8, interval=a.interval,
-                                limits=training.Limits(600, 600, 600))
+            tp = process.launch(be, ["0.5", str(eval_file)], d, log)
+            res = process.poll(tp, log, eval_file, 8, interval=a.interval,
+                               limits=process.Limits(600, 600, 600))
             t_ours = time.time()
             t.join(timeout=30)
             done = float(Path(str(eval_file) + ".end").read_text())   # the trainer's last act

@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedded_trainer import config as cfgmod
+from embedded_trainer import config
 from embedded_trainer.common import hash_seed, load_model, log, quiet_libraries, write_jsonl
 from embedded_trainer.errors import TrainerError
 from rl_contract.classic import ClassicLayout
@@ -172,7 +172,7 @@ def resolve_resume(out: Path, resume_step: int) -> int:
 @dataclass
 class Setup:
     """Everything the loop reads, built once from the config (section 1 of `run`)."""
-    cfg: cfgmod.RLConfig
+    cfg: config.RLConfig
     device: object
     out: Path
     model: object
@@ -194,7 +194,7 @@ class Setup:
     prompt_cache: dict
 
 
-def setup(cfg: cfgmod.RLConfig) -> Setup:
+def setup(cfg: config.RLConfig) -> Setup:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -391,7 +391,7 @@ def eval_due(run: Setup, step: int) -> bool:
     return any(step % i == 0 for i in intervals)
 
 
-def run(cfg: cfgmod.RLConfig) -> None:
+def run(cfg: config.RLConfig) -> None:
     import torch
 
     from embedded_trainer import grpo
@@ -528,11 +528,11 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         print("\nSchema (classic prime-rl keys; [embedded] is this trainer's own table):")
-        print(json.dumps(cfgmod.RLConfig.model_json_schema()["properties"], indent=1)[:4000])
+        print(json.dumps(config.RLConfig.model_json_schema()["properties"], indent=1)[:4000])
         return 0
     try:
-        cfg = cfgmod.load(argv)
-    except cfgmod.ConfigError as e:
+        cfg = config.load(argv)
+    except config.ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if cfg.wandb is not None:

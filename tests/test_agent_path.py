@@ -240,7 +240,7 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
 def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(tmp_path, monkeypatch):
     """The same teacher's rows, with one template's reasoning ending in a wrong total: `driver
     validate --env` (the hub's rubric, loaded in this interpreter) names the template and lines."""
-    from driver.envs import hub as envs
+    from driver.envs.introspect import introspect
     from driver.errors import WaitingForTeacher
     from driver.teachers import Brief
     from driver.teachers.agent import AgentTeacher
@@ -252,7 +252,7 @@ def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(
     failures = tmp_path / "failures.jsonl"
     failures.write_text("".join(json.dumps({"idx": i, "step": 3, "reward": 0.2, "info": {"numbers": [12, 345]}})
                                 + "\n" for i in range(20)))
-    b = Brief(run_dir=tmp_path, iter_dir=d, iteration=1, hub=envs.introspect(sys.executable, "digit_tally"),
+    b = Brief(run_dir=tmp_path, iter_dir=d, iteration=1, hub=introspect(sys.executable, "digit_tally"),
               failures_path=failures, failures_step="train_step_3", eval_accs={"iter_0": 0.2},
               train_sample_path=failures)
     try:

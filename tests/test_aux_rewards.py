@@ -17,7 +17,7 @@ import pytest
 import teacher_files
 from conftest import FAST, driver, driver_env, run_dir_from
 from driver.envs import envside
-from driver.gates import aux_rewards as aux
+from driver.gates import aux_rewards
 from generators.stock_arithmetic import BUCKETS, generate
 from stock_arithmetic.data import build_splits
 
@@ -63,7 +63,7 @@ def line(rep, name: str) -> tuple[bool, str]:
 def test_a_reward_of_10_fails_the_range_line_naming_the_function_its_value_and_rows(tmp_path, dataset):
     p = aux_file(tmp_path, ("ten_on_hard", 'return 10.0 if info["difficulty"] == "hard" else 0.0'),
                  ("steady", "return 0.5"))
-    ok, detail = line(aux.check_rows(PY, p, dataset), aux.RANGE_LINE)
+    ok, detail = line(aux_rewards.check_rows(PY, p, dataset), aux_rewards.RANGE_LINE)
     hard = hard_lines(dataset)
     assert not ok
     assert detail == (f"ten_on_hard returned 10.0 (not a number in [0, 1]) on {len(hard)} rows, "
@@ -73,15 +73,15 @@ def test_a_reward_of_10_fails_the_range_line_naming_the_function_its_value_and_r
 
 def test_a_reward_of_one_half_passes_every_line(tmp_path, dataset):
     p = aux_file(tmp_path, ("steady", "return 0.5"))
-    rep = aux.check_with_rows(PY, p, WEAKNESS, dataset)
+    rep = aux_rewards.check_with_rows(PY, p, WEAKNESS, dataset)
     assert rep.passed, rep.render()
-    assert [n for n, _, _ in rep.lines][-2:] == [aux.READS_LINE, aux.RANGE_LINE]
+    assert [n for n, _, _ in rep.lines][-2:] == [aux_rewards.READS_LINE, aux_rewards.RANGE_LINE]
 
 
 @pytest.mark.parametrize("value", ["-0.5", "1.0001", "float('nan')", "None", "'0.5'", "[0.5]"])
 def test_anything_but_a_number_in_0_1_fails(tmp_path, dataset, value):
     p = aux_file(tmp_path, ("odd", f"return {value}"))
-    ok, detail = line(aux.check_rows(PY, p, dataset), aux.RANGE_LINE)
+    ok, detail = line(aux_rewards.check_rows(PY, p, dataset), aux_rewards.RANGE_LINE)
     shown = repr(eval(value))
     assert not ok and detail.startswith(f"odd returned {shown} (not a number in [0, 1]) on 600 rows, "
                                         "lines 1, 2, 3, 4, 5 ..."), detail
@@ -89,14 +89,14 @@ def test_anything_but_a_number_in_0_1_fails(tmp_path, dataset, value):
 
 @pytest.mark.parametrize("value", ["0", "1", "0.25", "True"])
 def test_the_bounds_and_numbers_inside_them_pass(tmp_path, dataset, value):
-    assert line(aux.check_rows(PY, aux_file(tmp_path, ("edge", f"return {value}")), dataset),
-                aux.RANGE_LINE) == (True, "")
+    assert line(aux_rewards.check_rows(PY, aux_file(tmp_path, ("edge", f"return {value}")), dataset),
+                aux_rewards.RANGE_LINE) == (True, "")
 
 
 def test_a_function_that_raises_fails_with_its_name_and_the_exception_text(tmp_path, dataset):
     p = aux_file(tmp_path, ("reads_a_missing_key", 'return 1.0 if info["no_such_key"] else 0.0'),
                  ("steady", "return 0.5"))
-    ok, detail = line(aux.check_rows(PY, p, dataset), aux.RANGE_LINE)
+    ok, detail = line(aux_rewards.check_rows(PY, p, dataset), aux_rewards.RANGE_LINE)
     assert not ok
     assert detail == "reads_a_missing_key raised KeyError: 'no_such_key' on 600 rows, lines 1, 2, 3, 4, 5 ..."
 
@@ -105,19 +105,19 @@ def test_the_function_gets_the_reasoning_as_the_assistant_message_and_the_rows_a
     # 1.0 exactly when the three arguments are the row's, in the shape the hub rubric scores
     body = ('ok = completion == [{"role": "assistant", "content": info["reasoning"]}]\n'
             'return 1.0 if ok and answer in info["reasoning"] and isinstance(answer, str) else 2.0')
-    assert line(aux.check_rows(PY, aux_file(tmp_path, ("shape", body)), dataset), aux.RANGE_LINE) == (True, "")
+    assert line(aux_rewards.check_rows(PY, aux_file(tmp_path, ("shape", body)), dataset), aux_rewards.RANGE_LINE) == (True, "")
 
 
 def test_a_function_past_its_time_limit_fails_named_and_the_check_goes_on(tmp_path, dataset):
     p = aux_file(tmp_path, ("spins", "while True:\n    pass"), ("too_big", "return 3"))
-    ok, detail = line(aux.check_rows(PY, p, dataset, call_timeout=0.5), aux.RANGE_LINE)
+    ok, detail = line(aux_rewards.check_rows(PY, p, dataset, call_timeout=0.5), aux_rewards.RANGE_LINE)
     assert not ok
     assert detail.startswith("spins ran past its 0.5 s limit on 1 row, line 1; too_big returned 3"), detail
 
 
 def test_a_file_that_does_not_load_fails_the_range_line_with_the_cause(tmp_path, dataset):
     p = aux_file(tmp_path, ("steady", "return 0.5"), head="LIMIT = 1 / 0\n")
-    ok, detail = line(aux.check_rows(PY, p, dataset), aux.RANGE_LINE)
+    ok, detail = line(aux_rewards.check_rows(PY, p, dataset), aux_rewards.RANGE_LINE)
     assert not ok and detail == "aux_rewards.py did not load: ZeroDivisionError: division by zero"
 
 
@@ -136,12 +136,12 @@ def test_a_file_that_does_not_load_fails_the_range_line_with_the_cause(tmp_path,
 def test_reading_anything_but_completion_answer_info_fails_the_reads_line_naming_the_function(
         tmp_path, dataset, body, words):
     p = aux_file(tmp_path, ("peeks", body), ("steady", "return 0.5"), head="LIMIT = 1\n")
-    rep = aux.check_with_rows(PY, p, WEAKNESS, dataset)
-    ok, detail = line(rep, aux.READS_LINE)
+    rep = aux_rewards.check_with_rows(PY, p, WEAKNESS, dataset)
+    ok, detail = line(rep, aux_rewards.READS_LINE)
     assert not ok and detail.startswith(f"peeks: {words}") and "steady" not in detail, detail
     # a file the text check refuses is never run
-    assert line(rep, aux.RANGE_LINE) == (False, "not run: the functions run on the rows once the "
-                                                "aux lines above pass")
+    assert line(rep, aux_rewards.RANGE_LINE) == (False, "not run: the functions run on the rows once the "
+                                                 "aux lines above pass")
 
 
 def test_a_helper_function_and_constants_of_the_same_file_pass(tmp_path, dataset):
@@ -150,14 +150,14 @@ def test_a_helper_function_and_constants_of_the_same_file_pass(tmp_path, dataset
     p = aux_file(tmp_path, ("starts_with_brace",
                             "hit = bool(BRACE.search(_text(completion)))\n"
                             "return FULL if hit and isclose(FULL, 1.0) else 0.0"), head=head)
-    rep = aux.check_with_rows(PY, p, WEAKNESS, dataset)
+    rep = aux_rewards.check_with_rows(PY, p, WEAKNESS, dataset)
     assert rep.passed, rep.render()
 
 
 def test_a_helper_may_not_read_what_an_aux_function_may_not(tmp_path, dataset):
     head = "def _peek():\n    return vars()\n\n"
     p = aux_file(tmp_path, ("steady", "return 0.5 if _peek() is not None else 0.0"), head=head)
-    assert line(aux.check(p, WEAKNESS), aux.READS_LINE) == (False, "_peek: calls `vars`")
+    assert line(aux_rewards.check(p, WEAKNESS), aux_rewards.READS_LINE) == (False, "_peek: calls `vars`")
 
 
 # --------------------------------------------------------------------------------------------
@@ -203,9 +203,9 @@ def test_teacher_md_and_the_llm_prompt_state_the_aux_rule_the_gate_enforces(tmp_
     for where, text in (("TEACHER.md", (d / "TEACHER.md").read_text()), ("LLM prompt", user)):
         rule = read_aux_rule(text)
         assert rule["reads"] == ["completion", "answer", "info"], where
-        assert rule["never"] == list(aux.UNREAD) and rule["range"] == (0.0, 1.0), where
-        assert rule["signature"] == SIG and rule["max_weight"] == aux.MAX_WEIGHT, where
-        assert rule["lines"] == [aux.READS_LINE, aux.RANGE_LINE], where
+        assert rule["never"] == list(aux_rewards.UNREAD) and rule["range"] == (0.0, 1.0), where
+        assert rule["signature"] == SIG and rule["max_weight"] == aux_rewards.MAX_WEIGHT, where
+        assert rule["lines"] == [aux_rewards.READS_LINE, aux_rewards.RANGE_LINE], where
         assert rule["per_call_s"] == envside.AuxRequest.model_fields["call_timeout"].default, where
     flat = " ".join(system.split())
     assert "read only completion, answer and info and return a number in [0, 1]" in flat

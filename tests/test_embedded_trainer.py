@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from embedded_trainer import config as cfgmod
+from embedded_trainer import config
 
 ROOT = Path(__file__).resolve().parent.parent
 TOY = "builtin:tiny-char-qwen2?sft_steps=60&sft_lr=0.01&hidden_size=32&ffn=64&layers=1&heads=2"
@@ -41,7 +41,7 @@ batch_size = 64
 [[orchestrator.train.env]]
 id = "three"
 """)
-    cfg = cfgmod.load(["@", a, "@", b, "--max-steps", "9", "--trainer.optim.lr", "0.5",
+    cfg = config.load(["@", a, "@", b, "--max-steps", "9", "--trainer.optim.lr", "0.5",
                        "--no-clean-output-dir"])
     assert cfg.max_steps == 9                          # CLI beats both files
     assert cfg.orchestrator.batch_size == 64           # later file wins
@@ -58,8 +58,8 @@ id = "three"
     ("max_steps = 3\n[trainer]\n[orchestrator]\n[ckpt]\nresume_step = -2\n", "resume-step"),
 ])
 def test_unknown_keys_and_bad_values_are_errors(tmp_path, text, needle):
-    with pytest.raises(cfgmod.ConfigError, match=needle):
-        cfgmod.load(["@", _toml(tmp_path / "c.toml", text)])
+    with pytest.raises(config.ConfigError, match=needle):
+        config.load(["@", _toml(tmp_path / "c.toml", text)])
 
 
 def test_a_driver_rendered_config_validates_unchanged_and_has_no_embedded_only_keys(tmp_path):
@@ -74,7 +74,7 @@ def test_a_driver_rendered_config_validates_unchanged_and_has_no_embedded_only_k
                         train_envs=[d.train_env_block("stock_arithmetic_iter_1")], resume_step=30)
     raw = tomllib.loads(text)
     assert "embedded" not in raw                       # prime-rl would reject the table
-    cfg = cfgmod.load(["@", _toml(tmp_path / "rl.toml", text)]
+    cfg = config.load(["@", _toml(tmp_path / "rl.toml", text)]
                       + d.iter0_overrides(knobs, tmp_path / "out")[6:])
     assert cfg.max_steps == 60 and cfg.ckpt.resume_step == 30
     assert cfg.orchestrator.eval.env[0].num_examples == 200
@@ -250,7 +250,7 @@ def test_a_saved_recipe_model_reloads_with_the_same_tokenization(tmp_path, monke
     env = vf.load_environment("parity_toy")
     path = recipe.materialize(TOY.replace("sft_steps=60", "sft_steps=2"), env, "toy", lambda *a: None)
     assert (path / recipe.MARKER).exists()
-    cfg = cfgmod.load(["--max-steps", "1", "--trainer.optim.lr", "0.1", "--orchestrator.batch-size",
+    cfg = config.load(["--max-steps", "1", "--trainer.optim.lr", "0.1", "--orchestrator.batch-size",
                        "4", "--model.name", str(path)])
     _, tok, _ = common.load_model(cfg.model.name, env, "toy")
     text = '<think>24 +48=72</think>{"final_stock": 80}\n x ~'

@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from driver.envs import hub as envs
+from driver.envs.install import (cleanup, ensure_installed, install_generated, install_package,
+                                 is_importable, purelib)
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.errors import DriverError
 
 PY = sys.executable
@@ -88,9 +91,9 @@ def train_py(tmp_path_factory) -> str:
     venv = tmp_path_factory.mktemp("train") / "venv"
     subprocess.run([PY, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    site = Path(envs.purelib(python))
-    (site / "_driver_libs.pth").write_text(f"import site; site.addsitedir({str(envs.purelib(PY))!r})\n")
-    assert site != envs.purelib(PY)
+    site = Path(purelib(python))
+    (site / "_driver_libs.pth").write_text(f"import site; site.addsitedir({str(purelib(PY))!r})\n")
+    assert site != purelib(PY)
     return python
 
 
@@ -125,12 +128,12 @@ def names(train_py):
     yield make
     for name in made:
         for python in (PY, train_py):
-            envs.cleanup(python, name)
+            cleanup(python, name)
 
 
 @pytest.fixture(scope="module")
 def hub():
-    return envs.introspect(PY, "stock_arithmetic")
+    return introspect(PY, "stock_arithmetic")
 
 
 def _package(tmp_path: Path, name: str, hub: dict, n: int) -> Path:
@@ -139,7 +142,7 @@ def _package(tmp_path: Path, name: str, hub: dict, n: int) -> Path:
     data = tmp_path / "d.jsonl"
     data.write_text("".join(json.dumps({k: r[k] for k in ("question", "answer", "info")}) + "\n"
                             for r in build_splits(0)["train"][:n]))
-    return envs.write_package(tmp_path, name, hub, data)
+    return write_package(tmp_path, name, hub, data)
 
 
 def test_prime_installs_a_generated_env_into_the_training_venv_not_the_drivers(tmp_path, train_py, fake_prime,
@@ -149,10 +152,10 @@ def test_prime_installs_a_generated_env_into_the_training_venv_not_the_drivers(t
     there), not in the driver's site-packages."""
     name = names()
     pkg = _package(tmp_path, name, hub, 20)
-    assert envs.install_generated(train_py, pkg, 20)["rows"] == 20
+    assert install_generated(train_py, pkg, 20)["rows"] == 20
     venv = Path(train_py).parent.parent
-    assert (envs.purelib(train_py) / name / "dataset.jsonl").exists()
-    assert not (envs.purelib(PY) / name).exists()
+    assert (purelib(train_py) / name / "dataset.jsonl").exists()
+    assert not (purelib(PY) / name).exists()
     call = fake_prime()[-1]
     assert call["argv"] == ["--plain", "env", "install", name, "-p", str(pkg.parent.resolve())]
     assert call["VIRTUAL_ENV"] == call["UV_PROJECT_ENVIRONMENT"] == str(venv)
@@ -167,7 +170,7 @@ def test_a_prime_that_exits_0_without_installing_is_a_failed_install(tmp_path, t
     name = names()
     pkg = _package(tmp_path, name, hub, 5)
     with pytest.raises(DriverError) as e:
-        envs.install_package(train_py, pkg)
+        install_package(train_py, pkg)
     msg = str(e.value)
     assert f"installing {pkg} failed" in msg and f"it exited 0, but {train_py} cannot import {name}" in msg
     assert f"env install {name} -p" in msg and f"VIRTUAL_ENV={Path(train_py).parent.parent}" in msg
@@ -184,16 +187,16 @@ def test_a_hub_env_is_installed_by_prime_into_the_training_venv(tmp_path, train_
     mod.mkdir(parents=True)
     (mod / "__init__.py").write_text("def load_environment(**kwargs):\n    raise NotImplementedError\n")
     hub_id = f"somebody/{name.replace('_', '-')}"
-    envs.ensure_installed(train_py, name, hub_id)
-    assert (envs.purelib(train_py) / name / "__init__.py").exists() and not (envs.purelib(PY) / name).exists()
+    ensure_installed(train_py, name, hub_id)
+    assert (purelib(train_py) / name / "__init__.py").exists() and not (purelib(PY) / name).exists()
     call = fake_prime()[-1]
     assert call["argv"] == ["--plain", "env", "install", hub_id]
     assert call["VIRTUAL_ENV"] == call["UV_PROJECT_ENVIRONMENT"] == str(Path(train_py).parent.parent)
 
-    envs.cleanup(train_py, name)
+    cleanup(train_py, name)
     monkeypatch.setenv("FAKE_PRIME_MODE", "fail-quietly")
     with pytest.raises(DriverError) as e:
-        envs.ensure_installed(train_py, name, hub_id)
+        ensure_installed(train_py, name, hub_id)
     msg = str(e.value)
     assert msg.startswith("hub env not found") and f"cannot import {name}" in msg
     assert "Installation failed" in msg and e.value.exit_code == 2
@@ -208,10 +211,10 @@ def test_a_training_interpreter_outside_a_venv_is_refused_before_prime_runs(tmp_
     name = names()
     pkg = _package(tmp_path, name, hub, 5)
     with pytest.raises(DriverError) as e:
-        envs.install_package(base, pkg)
+        install_package(base, pkg)
     msg = str(e.value)
     assert "is not in a virtual environment" in msg and "pyvenv.cfg" in msg and "python -m venv" in msg
-    assert fake_prime() == [] and not (envs.purelib(PY) / name).exists()
+    assert fake_prime() == [] and not (purelib(PY) / name).exists()
 
 
 def test_without_prime_the_in_process_install_targets_the_training_interpreter(tmp_path, train_py, names, hub,
@@ -222,6 +225,6 @@ def test_without_prime_the_in_process_install_targets_the_training_interpreter(t
                                                if not (Path(d) / "prime").exists()))
     name = names()
     pkg = _package(tmp_path, name, hub, 5)
-    envs.install_package(train_py, pkg)
-    assert (envs.purelib(train_py) / name / "__init__.py").exists() and not (envs.purelib(PY) / name).exists()
-    assert envs.is_importable(train_py, name)
+    install_package(train_py, pkg)
+    assert (purelib(train_py) / name / "__init__.py").exists() and not (purelib(PY) / name).exists()
+    assert is_importable(train_py, name)

@@ -8,14 +8,17 @@ import uuid
 
 import pytest
 
-from driver.envs import hub as envs
+from driver.envs.install import cleanup, count_rows, install_generated, install_scheme, purelib
+from driver.envs.introspect import introspect
+from driver.envs.packages import package_name, write_package
+from driver.errors import DriverError
 from stock_arithmetic.data import build_splits
 
 PY = sys.executable
 
 
 def test_introspect_both_builtins_and_no_eval_row_leaks():
-    info = envs.introspect(PY, "stock_arithmetic")
+    info = introspect(PY, "stock_arithmetic")
     assert (info["env_class"], info["parser_class"], info["rubric_class"]) == \
         ("SingleTurnEnv", "StockAnswerParser", "Rubric")
     assert {f["name"]: f["weight"] for f in info["rubric_funcs"]}["correct_final_stock"] == 1.0
@@ -28,7 +31,7 @@ def test_introspect_both_builtins_and_no_eval_row_leaks():
     train_qs = {r["question"] for r in build_splits(0)["train"]}
     assert all(r["question"] in train_qs for r in info["sample_train_rows"])
 
-    router = envs.introspect(PY, "model-router")      # dashes resolve like verifiers does
+    router = introspect(PY, "model-router")      # dashes resolve like verifiers does
     assert router["parser_class"] == "XMLParser" and router["eval_size"] == 60
     assert [f["name"] for f in router["rubric_funcs"]][0] == "oracle_route"
 
@@ -54,7 +57,7 @@ def _write(path, rows):
 
 @pytest.fixture
 def hub():
-    return envs.introspect(PY, "stock_arithmetic")
+    return introspect(PY, "stock_arithmetic")
 
 
 @pytest.fixture
@@ -67,7 +70,7 @@ def names():
         return name
     yield make
     for name in made:
-        envs.cleanup(PY, name)
+        cleanup(PY, name)
 
 
 MIRROR_CHECK = r"""
@@ -108,8 +111,8 @@ def mirror_check(name: str, tmp_path) -> dict:
 
 def test_generated_env_mirrors_the_hub_and_scores_identically(tmp_path, hub, names):
     name = names("iter_1")
-    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(40)))
-    assert envs.install_generated(PY, pkg, 40)["rows"] == 40
+    pkg = write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(40)))
+    assert install_generated(PY, pkg, 40)["rows"] == 40
     out = mirror_check(name, tmp_path)
     assert out["same_class"] and out["same_parser"] and out["same_funcs"] and out["same_weights"]
     assert out["same_system_prompt"] and out["n_monitors"] == 1
@@ -117,36 +120,36 @@ def test_generated_env_mirrors_the_hub_and_scores_identically(tmp_path, hub, nam
     assert [g[0] for g in out["gen"]] == [1.0, 0.0, 0.0, 1.0, 0.0]
     # the rows ship inside the package directory, not at site-packages root
     assert (pkg / name / "dataset.jsonl").exists()
-    assert not (envs.purelib(PY) / "dataset.jsonl").exists()
+    assert not (purelib(PY) / "dataset.jsonl").exists()
 
 
 def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_path, hub, names):
     a, b = names("iter_1"), names("iter_2")
-    pa = envs.write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(30)))
-    envs.install_generated(PY, pa, 30)
-    pb = envs.write_package(tmp_path / "b", b, hub, _write(tmp_path / "b.jsonl", _rows(25, 100)))
-    envs.install_generated(PY, pb, 25)
-    assert envs.count_rows(PY, a) == 30 and envs.count_rows(PY, b) == 25
+    pa = write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(30)))
+    install_generated(PY, pa, 30)
+    pb = write_package(tmp_path / "b", b, hub, _write(tmp_path / "b.jsonl", _rows(25, 100)))
+    install_generated(PY, pb, 25)
+    assert count_rows(PY, a) == 30 and count_rows(PY, b) == 25
     # same package, new rows: the new count is what loads (no stale copy survives)
-    pa = envs.write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(45, 200)))
-    assert envs.install_generated(PY, pa, 45)["attempts"] == 1
-    assert envs.count_rows(PY, a) == 45 and envs.count_rows(PY, b) == 25
+    pa = write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(45, 200)))
+    assert install_generated(PY, pa, 45)["attempts"] == 1
+    assert count_rows(PY, a) == 45 and count_rows(PY, b) == 25
     # a stale root-level data file from an old-style install is removed by the cleanup
-    stale = envs.purelib(PY) / f"{a}.py"
+    stale = purelib(PY) / f"{a}.py"
     stale.write_text("raise SystemExit('stale copy')\n")
-    envs.install_generated(PY, pa, 45)
+    install_generated(PY, pa, 45)
     assert not stale.exists()
     # uninstalling one leaves the other working
-    envs.cleanup(PY, a)
-    assert envs.count_rows(PY, a) is None and envs.count_rows(PY, b) == 25
+    cleanup(PY, a)
+    assert count_rows(PY, a) is None and count_rows(PY, b) == 25
 
 
 def test_an_install_starts_no_pip_and_no_interpreter_but_the_row_count(tmp_path, hub, names, monkeypatch):
     """hatchling builds the wheel in this process and installer unpacks it: the only program
     an install starts is the fresh-process row count (through the warm worker)."""
     name = names("iter_5")
-    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(15)))
-    envs.install_scheme(PY)                 # read once per driver process, before the install
+    pkg = write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(15)))
+    install_scheme(PY)                 # read once per driver process, before the install
     started = []
     real_run, real_popen = subprocess.run, subprocess.Popen
 
@@ -160,22 +163,22 @@ def test_an_install_starts_no_pip_and_no_interpreter_but_the_row_count(tmp_path,
 
     monkeypatch.setattr(subprocess, "run", spy_run)
     monkeypatch.setattr(subprocess, "Popen", spy_popen)
-    assert envs.install_generated(PY, pkg, 15)["rows"] == 15
+    assert install_generated(PY, pkg, 15)["rows"] == 15
     assert not any("pip" in " ".join(map(str, c)) for c in started), started
-    dist = list(envs.purelib(PY).glob(f"{name}-*.dist-info"))
+    dist = list(purelib(PY).glob(f"{name}-*.dist-info"))
     assert len(dist) == 1 and (dist[0] / "RECORD").exists()   # a normal install pip can remove
 
 
 def test_row_count_mismatch_stops_with_a_clear_error(tmp_path, hub, names):
     name = names("iter_3")
-    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(10)))
-    with pytest.raises(envs.DriverError, match="expected 11"):
-        envs.install_generated(PY, pkg, 11)
+    pkg = write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _rows(10)))
+    with pytest.raises(DriverError, match="expected 11"):
+        install_generated(PY, pkg, 11)
 
 
 def test_package_names_use_underscores():
-    assert envs.package_name("someone/stock-arithmetic", "iter_2") == "stock_arithmetic_iter_2"
-    assert envs.package_name("stock-arithmetic", "run_a", "0f3a9c") == "stock_arithmetic_run_a_0f3a9c"
+    assert package_name("someone/stock-arithmetic", "iter_2") == "stock_arithmetic_iter_2"
+    assert package_name("stock-arithmetic", "run_a", "0f3a9c") == "stock_arithmetic_run_a_0f3a9c"
 
 
 AUX_OK = '''
@@ -195,13 +198,13 @@ def test_aux_reward_gate_lines():
     import tempfile
     from pathlib import Path
 
-    from driver.gates import aux_rewards as aux
+    from driver.gates import aux_rewards
 
     def lines(text):
         with tempfile.TemporaryDirectory() as d:
             p = Path(d) / "aux_rewards.py"
             p.write_text(text)
-            return {n: ok for n, ok, _ in aux.check(p, AUX_WEAKNESS).lines}
+            return {n: ok for n, ok, _ in aux_rewards.check(p, AUX_WEAKNESS).lines}
 
     assert all(lines(AUX_OK).values())
     assert lines(AUX_OK.replace("0.1,", "0.25,"))["each aux weight <= 0.2"] is False
@@ -221,8 +224,8 @@ def test_generated_env_adds_gated_aux_reward(tmp_path, hub, names):
     name = names("iter_4")
     data = _write(tmp_path / "dataset.jsonl", _rows(12))
     (tmp_path / "aux_rewards.py").write_text(AUX_OK)
-    pkg = envs.write_package(tmp_path, name, hub, data)
-    envs.install_generated(PY, pkg, 12)
+    pkg = write_package(tmp_path, name, hub, data)
+    install_generated(PY, pkg, 12)
     out = mirror_check(name, tmp_path)
     assert not out["same_funcs"]                       # the aux reward was added ...
     gen_rewards = [g[0] for g in out["gen"]]

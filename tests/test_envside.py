@@ -216,6 +216,50 @@ def test_a_job_that_dies_without_a_response_says_how_it_ended(tmp_path, monkeypa
 
 
 # --------------------------------------------------------------------------------------------
+# the interpreter's own facts (interpreter.py): before an env is installed, maybe no verifiers
+
+def test_the_interpreter_jobs_answer_where_verifiers_cannot_be_imported(tmp_path, monkeypatch):
+    """Which modules the training interpreter finds, its install paths and where it finds a
+    module are asked before any env is installed there, perhaps where verifiers is not: with a
+    verifiers that raises on import first on its path, they still answer, each in a fresh
+    process (no warm worker is started for them), as `python -c` would."""
+    import sysconfig
+
+    from driver.envs.install import missing_envs, stale_copies
+
+    (tmp_path / "verifiers").mkdir()
+    (tmp_path / "verifiers" / "__init__.py").write_text("raise ImportError('no verifiers here')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    worker.close_all()
+    # an env module, one that is nowhere, and call.py's siblings, which `python -c` does not see
+    assert missing_envs(PY, ["stock-arithmetic", "no_such_env_q9", "rows", "interpreter"]) == \
+        ["no_such_env_q9", "rows", "interpreter"]
+    paths = envside.call(PY, envside.INSTALL_PATHS, envside.NoArguments()).paths
+    assert paths["purelib"] == sysconfig.get_paths()["purelib"]
+    found = envside.call(PY, envside.MODULE_LOCATIONS, envside.ModuleRequest(module="stock_arithmetic"))
+    import stock_arithmetic
+
+    assert found.locations == list(stock_arithmetic.__path__)
+    assert envside.call(PY, envside.MODULE_LOCATIONS, envside.ModuleRequest(module="no_such_env_q9")).locations == []
+    assert stale_copies(PY, "no_such_env_q9") == []
+    assert worker._WORKERS == {}
+
+
+def test_an_interpreter_that_does_not_answer_finds_no_module_and_has_no_install_paths(tmp_path):
+    """A training interpreter that exits at once (a broken venv): every module is missing,
+    and its install paths are refused with a DriverError, as before these were env-side jobs."""
+    from driver.envs.install import install_scheme, is_importable
+    from driver.errors import DriverError
+
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'broken interpreter' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    assert not is_importable(str(broken), "json")
+    with pytest.raises(DriverError, match="cannot read the install paths of .*broken interpreter"):
+        install_scheme(str(broken))
+
+
+# --------------------------------------------------------------------------------------------
 # verifiers 0.4.0 (the current generation: no classic API)
 
 @pytest.mark.extended

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from driver.gates import accuracy, decontam, rules
-from driver.gates import dataset as gate
+from driver.gates import dataset
 from generators import clone_key
 from stock_arithmetic.data import build_splits
 from generators.stock_arithmetic import BUCKETS, FEATURE_DEFINITIONS, generate
@@ -56,7 +56,7 @@ def details(rep):
 
 def test_builtin_generator_passes_every_line(good, fingerprints):
     scored = accuracy.score_rows(sys.executable, "stock_arithmetic", None, good)
-    rep = gate.check(good, WEAKNESS, eval_fingerprints=fingerprints, scored=scored)
+    rep = dataset.check(good, WEAKNESS, eval_fingerprints=fingerprints, scored=scored)
     assert rep.passed, rep.render()
     assert rep.rows == 600 and len(scored["rows"]) == 600 and scored["ceiling"] == 1.0
     # every line the gate prints is defined once in rules, in the same order
@@ -64,7 +64,7 @@ def test_builtin_generator_passes_every_line(good, fingerprints):
 
 
 def test_unscored_rows_fail_the_accuracy_line_and_say_how_to_score_them(good, fingerprints):
-    rep = gate.check(good, WEAKNESS, eval_fingerprints=fingerprints)
+    rep = dataset.check(good, WEAKNESS, eval_fingerprints=fingerprints)
     assert failed(rep, scored=True) == [ACCURATE] and "--env" in details(rep)[ACCURATE]
 
 
@@ -78,7 +78,7 @@ def _write(tmp_path, good, fn):
 def _mutate(good, tmp_path, fn, fingerprints=None, weakness=WEAKNESS, score=False):
     p = _write(tmp_path, good, fn)
     scored = accuracy.score_rows(sys.executable, "stock_arithmetic", None, p) if score else None
-    return gate.check(p, weakness, eval_fingerprints=fingerprints, scored=scored)
+    return dataset.check(p, weakness, eval_fingerprints=fingerprints, scored=scored)
 
 
 def _info(r, **kw):
@@ -207,7 +207,7 @@ def test_clones_are_caught_within_and_across_iterations(good, tmp_path, fingerpr
     renamed = dict(source, question=renumbered)
     rep = _mutate(good, tmp_path, lambda rs: rs[:-1] + [renamed], fingerprints)
     assert failed(rep) == ["no clone pairs"]
-    rep = gate.check(good, WEAKNESS, prior=[good], eval_fingerprints=fingerprints)
+    rep = dataset.check(good, WEAKNESS, prior=[good], eval_fingerprints=fingerprints)
     assert lines(rep)["no clone of a prior iteration's row"] is False
 
 
@@ -268,9 +268,9 @@ def test_wrong_answers_in_reasoning_fail_the_accuracy_line_by_template_and_line(
 
 
 def test_rows_without_an_info_key_the_rubric_reads_fail_with_the_rubrics_own_words(good, tmp_path, fingerprints):
-    from driver.envs import hub as envs
+    from driver.envs.introspect import introspect
 
-    hub = envs.introspect(sys.executable, "stock_arithmetic")
+    hub = introspect(sys.executable, "stock_arithmetic")
     assert "problem" in hub["info_keys_read"]     # listed for the teacher (hub_env.json, TEACHER.md)
     rep = _mutate(good, tmp_path, lambda rs: [dict(r, info={k: v for k, v in r["info"].items() if k != "problem"})
                                               for r in rs], fingerprints, score=True)

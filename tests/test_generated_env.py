@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, with_test_envs
-from driver.envs import hub as envs
+from driver.envs.install import cleanup, install_generated
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.errors import DriverError
 
 PY = sys.executable
@@ -37,7 +39,7 @@ def test_envs_on_path():
 
 @pytest.fixture(scope="module")
 def own_hub():
-    return envs.introspect(PY, "own_data_gym")
+    return introspect(PY, "own_data_gym")
 
 
 @pytest.fixture
@@ -50,7 +52,7 @@ def names():
         return name
     yield make
     for name in made:
-        envs.cleanup(PY, name)
+        cleanup(PY, name)
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -122,8 +124,8 @@ def test_a_hub_class_that_builds_its_own_data_gets_a_single_turn_env_with_its_pa
     record the same choice."""
     name = names("own_data_gym")
     rows = _generated_rows(25)
-    pkg = envs.write_package(tmp_path, name, own_hub, _write(tmp_path / "d.jsonl", rows))
-    assert envs.install_generated(PY, pkg, 25)["rows"] == 25
+    pkg = write_package(tmp_path, name, own_hub, _write(tmp_path / "d.jsonl", rows))
+    assert install_generated(PY, pkg, 25)["rows"] == 25
     choice = own_hub["generated_env_class"]
     assert choice["class"] == "SingleTurnEnv" and "OwnDataEnv.__init__ takes no dataset" in choice["why"]
     right, wrong = f"<answer>{rows[0]['answer']}</answer>", "<answer>1</answer>"
@@ -141,17 +143,17 @@ def test_a_hub_class_that_builds_its_own_data_gets_a_single_turn_env_with_its_pa
 def test_a_hub_class_that_takes_a_dataset_keeps_its_own_class(tmp_path, names):
     """A SingleTurnEnv subclass that takes its dataset through **kwargs, and the built-in
     stock_arithmetic: the generated env is the hub's own class, as before."""
-    hub = envs.introspect(PY, "own_data_gym", {"style": "keyword"})
+    hub = introspect(PY, "own_data_gym", {"style": "keyword"})
     assert hub["generated_env_class"]["class"] == "KeywordEnv"
     name = names("own_data_gym_kw")
     rows = _generated_rows(12)
-    envs.install_generated(PY, envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", rows)), 12)
+    install_generated(PY, write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", rows)), 12)
     out = load_check(tmp_path, name, hub, [(0, f"<answer>{rows[0]['answer']}</answer>")])
     assert out["class"] == out["hub_class"] == "KeywordEnv" and out["module"] == "own_data_gym"
     assert out["generated_env_class"] == hub["generated_env_class"]
     assert out["gen"][0][0] == 1.0 and out["rows"] == 12
 
-    stock = envs.introspect(PY, "stock_arithmetic")
+    stock = introspect(PY, "stock_arithmetic")
     assert stock["generated_env_class"]["class"] == stock["env_class"] == "SingleTurnEnv"
     assert "takes a dataset argument: the hub's own class" in stock["generated_env_class"]["why"]
 
@@ -180,7 +182,7 @@ def test_an_aux_reward_out_of_0_1_scores_zero_and_is_named(tmp_path, own_hub, na
     rows = _generated_rows(10)
     data = _write(tmp_path / "dataset.jsonl", rows)
     (tmp_path / "aux_rewards.py").write_text(AUX)
-    envs.install_generated(PY, envs.write_package(tmp_path, name, own_hub, data), 10)
+    install_generated(PY, write_package(tmp_path, name, own_hub, data), 10)
     out = load_check(tmp_path, name, own_hub, [(0, f"<answer>{rows[0]['answer']}</answer>"), (1, "<answer>1</answer>")])
     assert out["gen_funcs"] == ["correct_product", "format_reward_func", "brace_first", "runaway"]
     (right, right_metrics), (wrong, wrong_metrics) = out["gen"]
@@ -195,9 +197,9 @@ def test_a_load_failure_names_the_first_exception_where_it_was_raised(tmp_path, 
     from and the generated module's line, and suggests no stale copy (there is none)."""
     name = names("own_data_gym_boom")
     hub = {**own_hub, "env_args": {"explode": True}}
-    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _generated_rows(5)))
+    pkg = write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", _generated_rows(5)))
     with pytest.raises(DriverError) as e:
-        envs.install_generated(PY, pkg, 5)
+        install_generated(PY, pkg, 5)
     msg = str(e.value)
     assert f"loading {name} failed" in msg
     assert "ValueError: OwnDataEnv was told to fail in its constructor" in msg
@@ -210,12 +212,12 @@ def test_a_load_failure_names_the_first_exception_where_it_was_raised(tmp_path, 
 
 def test_a_row_the_module_cannot_parse_is_named_with_its_line(tmp_path, names):
     """A row without a question: KeyError in the generated module's row reader, at its line."""
-    hub = envs.introspect(PY, "stock_arithmetic")
+    hub = introspect(PY, "stock_arithmetic")
     name = names("stock_arithmetic_bad_row")
     rows = [{"question": "q", "answer": "1", "info": {}}, {"answer": "2", "info": {}}]
-    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", rows))
+    pkg = write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", rows))
     with pytest.raises(DriverError) as e:
-        envs.install_generated(PY, pkg, 2)
+        install_generated(PY, pkg, 2)
     line = next(i for i, text in enumerate((pkg / name / "__init__.py").read_text().splitlines(), 1)
                 if 'obj["question"]' in text)
     msg = str(e.value)
@@ -226,12 +228,12 @@ def test_a_row_the_module_cannot_parse_is_named_with_its_line(tmp_path, names):
 def test_a_stale_copy_is_named_only_when_one_is_there(tmp_path, names, monkeypatch):
     """A copy of the package earlier on sys.path shadows the installed one: the install names
     its place. A plain row-count mismatch with no such copy suggests none."""
-    hub = envs.introspect(PY, "stock_arithmetic")
+    hub = introspect(PY, "stock_arithmetic")
     name = names("stock_arithmetic_shadowed")
     rows = [{"question": f"q{i}", "answer": str(i), "info": {}} for i in range(4)]
-    pkg = envs.write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", rows))
+    pkg = write_package(tmp_path, name, hub, _write(tmp_path / "d.jsonl", rows))
     with pytest.raises(DriverError) as e:
-        envs.install_generated(PY, pkg, 5)
+        install_generated(PY, pkg, 5)
     assert "builds 4 rows after install, expected 5" in str(e.value) and "stale copy" not in str(e.value)
 
     shadow = tmp_path / "shadow" / name
@@ -239,7 +241,7 @@ def test_a_stale_copy_is_named_only_when_one_is_there(tmp_path, names, monkeypat
     (shadow / "__init__.py").write_text("def load_environment(**kwargs):\n    raise ImportError('an old copy')\n")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(shadow.parent), os.environ["PYTHONPATH"]]))
     with pytest.raises(DriverError) as e:
-        envs.install_generated(PY, pkg, 4)
+        install_generated(PY, pkg, 4)
     msg = str(e.value)
     assert "ImportError: an old copy" in msg
     assert f"A stale copy of {name} is still there" in msg and str(shadow) in msg

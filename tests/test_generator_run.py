@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from driver.teachers import generator_run as generator
+from driver.teachers import generator_run
 
 
 def run(tmp_path, body: str, timeout: float = 60, **env):
     d = tmp_path / "run" / "iter_1"
     d.mkdir(parents=True)
     (d / "gen_dataset.py").write_text(body)
-    return d, generator.run(d, timeout=timeout)
+    return d, generator_run.run(d, timeout=timeout)
 
 
 def test_a_well_behaved_generator_writes_its_dataset_and_both_hashes_are_recorded(tmp_path, monkeypatch):
@@ -80,7 +80,7 @@ def test_a_generator_left_running_by_a_killed_driver_is_stopped_before_the_rerun
     (d / "gen_dataset.pid").write_text(json.dumps(
         {"pid": stray.pid, "create_time": psutil.Process(stray.pid).create_time()}))
     t0 = time.time()
-    res = generator.run(d, timeout=60)
+    res = generator_run.run(d, timeout=60)
     assert res["ok"], res
     stray.wait(timeout=10)                  # it would otherwise sleep for 600 s
     # a generous bound, documented as such: the stray would sleep 600 s; stopping it takes well
@@ -103,6 +103,6 @@ def test_the_generator_imports_from_its_own_directory_as_python_would_not_from_t
         "assert importlib.util.find_spec('generator_run') is None\n"
         "assert importlib.util.find_spec('generator_guard') is None\n"
         "open('dataset.jsonl', 'w').write(json.dumps(ROWS[0]) + '\\n')\n")
-    res = generator.run(d, timeout=60)
+    res = generator_run.run(d, timeout=60)
     assert res["ok"], res
     assert json.loads((d / "dataset.jsonl").read_text()) == {"q": 1}

@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, ROOT, driver, driver_env, with_test_envs
-from driver.envs import hub as envs
+from driver.envs.describe import refuse_unscorable
+from driver.envs.install import cleanup, install_generated
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.errors import DriverError
-from driver.gates import accuracy, rules
-from driver.gates import dataset as gate
+from driver.gates import accuracy, dataset, rules
 
 PY = sys.executable
 sys.path.insert(0, ENVS)
@@ -45,7 +47,7 @@ def test_envs_on_path():
 
 @pytest.fixture(scope="module")
 def index_hub():
-    return envs.introspect(PY, "index_gym")
+    return introspect(PY, "index_gym")
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def names():
         return name
     yield make
     for name in made:
-        envs.cleanup(PY, name)
+        cleanup(PY, name)
 
 
 def _data():
@@ -88,8 +90,8 @@ def _fresh_rows(n: int) -> list[dict]:
     return rows
 
 
-def accurate_line(dataset: Path, scored: dict) -> tuple[bool, str]:
-    rep = gate.check(dataset, {}, scored=scored)
+def accurate_line(path: Path, scored: dict) -> tuple[bool, str]:
+    rep = dataset.check(path, {}, scored=scored)
     return next((ok, detail) for name, ok, detail in rep.lines if name == ACCURATE)
 
 
@@ -108,7 +110,7 @@ def test_introspection_records_a_reward_that_reads_the_envs_own_state(index_hub)
     assert got["scorer"]["entry_keys"] == ["answer", "metadata", "question"]
     assert got["scorer"]["entry_example"] == _data()[0]
 
-    stock = envs.introspect(PY, "stock_arithmetic")["reward_reads_env_state"]
+    stock = introspect(PY, "stock_arithmetic")["reward_reads_env_state"]
     assert stock["verdict"] == "no" and stock["funcs"] == [] and stock["scorer"] is None
     assert "reads the env's own state" not in stock["evidence"]
 
@@ -116,7 +118,7 @@ def test_introspection_records_a_reward_that_reads_the_envs_own_state(index_hub)
 def test_an_unbounded_index_is_recognised_by_the_entry_the_answer_points_at():
     """reasoning-gym's procedural datasets give an entry for any index: an out-of-range index
     raises nothing, but the entry at int(answer) holds the row's own question."""
-    got = envs.introspect(PY, "index_gym", {"bounded": False})["reward_reads_env_state"]
+    got = introspect(PY, "index_gym", {"bounded": False})["reward_reads_env_state"]
     assert got["verdict"] == "yes" and got["funcs"] == ["check_answer_reward_func"]
     assert "IndexEnv.rg_dataset[int(answer)] holds each row's question" in got["evidence"]
 
@@ -124,17 +126,17 @@ def test_an_unbounded_index_is_recognised_by_the_entry_the_answer_points_at():
 def test_an_env_with_no_scorer_is_refused_with_what_it_would_need():
     """The reward reads the env's state and the env holds no object with score_answer: the
     record says so, and the driver refuses (before iter_0) saying what the env would need."""
-    hub = envs.introspect(PY, "index_gym", {"scorer": "hidden"})
+    hub = introspect(PY, "index_gym", {"scorer": "hidden"})
     got = hub["reward_reads_env_state"]
     assert got["verdict"] == "yes" and got["scorer"] is None
     assert "the env must expose a scorer (it holds none)" in got["evidence"]
     with pytest.raises(DriverError) as e:
-        envs.refuse_unscorable(hub)
+        refuse_unscorable(hub)
     msg = str(e.value)
     assert "index_gym's reward (check_answer_reward_func) reads the env's own state" in msg
     assert "an attribute holding an object with score_answer(answer, entry)" in msg
     assert "info.entry" in msg
-    envs.refuse_unscorable(envs.introspect(PY, "stock_arithmetic"))   # nothing to refuse
+    refuse_unscorable(introspect(PY, "stock_arithmetic"))   # nothing to refuse
 
 
 def test_the_refusal_comes_before_a_run_directory_exists(tmp_path, runs):
@@ -195,9 +197,9 @@ def test_the_generated_env_scores_the_hubs_own_rows_exactly_as_the_hub_does(tmp_
              "info": {"source_dataset": data[i]["metadata"]["source_dataset"], "entry": data[i]}}
             for i in range(12)]
     name = names("index_gym")
-    pkg = envs.write_package(tmp_path, name, index_hub, _write(tmp_path / "d.jsonl", rows))
+    pkg = write_package(tmp_path, name, index_hub, _write(tmp_path / "d.jsonl", rows))
     assert (pkg / name / "row_truth.py").read_text() == (ROOT / "driver" / "envside" / "row_truth.py").read_text()
-    assert envs.install_generated(PY, pkg, 12)["rows"] == 12
+    assert install_generated(PY, pkg, 12)["rows"] == 12
 
     def replies(e):
         a = e["answer"]
@@ -277,7 +279,7 @@ def test_teacher_md_says_what_happened_and_a_teacher_reading_only_it_passes(tmp_
     for t in (text, prompt):
         assert "The ground truth is outside the row" in t and "reads the env's own state" in t
         assert "env.rg_dataset.score_answer(answer=<the parsed completion>, entry=info['entry'])" in t
-    stock_text, _ = _teacher_md(tmp_path / "stock", envs.introspect(PY, "stock_arithmetic"))
+    stock_text, _ = _teacher_md(tmp_path / "stock", introspect(PY, "stock_arithmetic"))
     assert "The ground truth is outside the row" not in stock_text and "- `info.entry`" not in stock_text
 
     # the teacher: the key, the example and the format, as TEACHER.md words them

@@ -159,6 +159,51 @@ def test_the_envside_scripts_import_no_driver_module():
 
 
 # --------------------------------------------------------------------------------------------
+# Names that match files: a project module is imported under its own name
+
+PROJECT = ("driver", "rl_contract", "embedded_trainer", "generators")
+
+
+def _project_modules() -> set[str]:
+    """Every module and package of the project, dotted (driver.envs.envside, generators, ...)."""
+    out = set()
+    for package in PROJECT:
+        for p in (ROOT / package).rglob("*.py"):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            out.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return out
+
+
+def _renamed_imports(path: Path, modules: set[str]) -> list[str]:
+    """`import A.B as C` / `from A import B as C` where A.B is a project module and C is not B.
+    A file of driver/envside imports its siblings by plain name (`import rows`): those count."""
+    sibling = "driver.envside." if path.parent == ROOT / "driver" / "envside" else None
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            pairs = [(a.name, a.asname) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            pairs = [(f"{node.module}.{a.name}", a.asname) for a in node.names]
+        else:
+            continue
+        for name, asname in pairs:
+            is_module = name in modules or (sibling is not None and sibling + name in modules)
+            if is_module and asname and asname != name.rpartition(".")[2]:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name} as {asname}")
+    return found
+
+
+def test_a_project_module_is_imported_under_its_own_name():
+    """`from driver.envs import envside`, then `envside.call(...)`: the name in the code is the
+    file's, so a reader finds the module by its name (third-party conventions such as
+    `import verifiers as vf` and aliases of functions are not modules of the project)."""
+    modules = _project_modules()
+    renamed = [hit for folder in (*PROJECT, "tests", "bench", "tools")
+               for p in sorted((ROOT / folder).rglob("*.py")) for hit in _renamed_imports(p, modules)]
+    assert renamed == []
+
+
+# --------------------------------------------------------------------------------------------
 # One table of arms
 
 @pytest.mark.extended   # a whole run: CI's extended command keeps the main suite in its budget

@@ -14,9 +14,9 @@ import psutil
 import pytest
 
 from driver.backends import Command
-from driver.backends import process as training
+from driver.backends import process
 
-LIMITS = training.Limits(startup_s=30, stall_s=30, eval_s=30)
+LIMITS = process.Limits(startup_s=30, stall_s=30, eval_s=30)
 
 
 def test_a_trainer_that_exits_between_the_polls_reads_is_done_not_vanished(tmp_path):
@@ -26,20 +26,20 @@ def test_a_trainer_that_exits_between_the_polls_reads_is_done_not_vanished(tmp_p
     go = tmp_path / "go"
     trainer = Command(("/bin/sh", "-c", f'while [ ! -e "{go}" ]; do sleep 0.02; done'))
     log = tmp_path / "train.log"
-    tp = training.launch(trainer, [], tmp_path, log)
+    tp = process.launch(trainer, [], tmp_path, log)
 
     def exit_now():
         go.touch()
         deadline = time.monotonic() + 10
-        while training.exit_status(log) is None and time.monotonic() < deadline:
+        while process.exit_status(log) is None and time.monotonic() < deadline:
             time.sleep(0.01)
-        while training.is_alive(tp) and time.monotonic() < deadline:   # the wrapper is gone too
-            training.reap(tp)
+        while process.is_alive(tp) and time.monotonic() < deadline:   # the wrapper is gone too
+            process.reap(tp)
             time.sleep(0.01)
-        assert training.exit_status(log) == 0 and not training.is_alive(tp)
+        assert process.exit_status(log) == 0 and not process.is_alive(tp)
 
-    res = training.poll(tp, log, tmp_path / "no-eval", 0, limits=LIMITS, interval=0.05,
-                        between_reads=exit_now)
+    res = process.poll(tp, log, tmp_path / "no-eval", 0, limits=LIMITS, interval=0.05,
+                       between_reads=exit_now)
     assert (res.outcome, res.returncode) == ("done", 0), res
 
 
@@ -63,14 +63,14 @@ def test_a_stop_ends_the_whole_tree_ranks_in_their_own_sessions_included(tmp_pat
     monkeypatch.setenv("DOUBLE_RANK_IGNORES_TERM", "1")
     monkeypatch.setenv("DOUBLE_TORCHRUN_GRACE_SECONDS", "600")
     log = tmp_path / "train.log"
-    tp = training.launch(Command((sys.executable, str(TREE), "torchrun", "1")), [], tmp_path, log)
+    tp = process.launch(Command((sys.executable, str(TREE), "torchrun", "1")), [], tmp_path, log)
     rank = _wait_for(lambda: [p for p in psutil.Process(tp.pid).children(recursive=True)
                               if "rank" in p.cmdline()])[0]
     assert os.getsid(rank.pid) == rank.pid != os.getsid(tp.pid)   # a session of its own
-    training.record_tree(tp, log)       # what every poll does
-    training.stop(tp, grace_s=1, log=log)
+    process.record_tree(tp, log)       # what every poll does
+    process.stop(tp, grace_s=1, log=log)
     assert not rank.is_running() or rank.status() == psutil.STATUS_ZOMBIE
-    assert training.tree_alive(tp, log) == []
+    assert process.tree_alive(tp, log) == []
 
 
 def test_a_launch_that_ends_leaving_a_process_behind_is_cleaned_before_the_poll_returns(tmp_path):
@@ -78,14 +78,14 @@ def test_a_launch_that_ends_leaving_a_process_behind_is_cleaned_before_the_poll_
     own cleanup does not wait for a child it SIGKILLed): the runner stops it before it reports
     the launch over, so nothing of it outlives into the next arm."""
     log = tmp_path / "train.log"
-    runner = training.ProcessRunner(grace_s=1)
+    runner = process.ProcessRunner(grace_s=1)
     cmd = Command(("/bin/sh", "-c", f"setsid {sys.executable} {TREE} rank & sleep 1"))
     tp = runner.launch(cmd, [], tmp_path, log)
     res = runner.poll(tp, log, tmp_path / "no-eval", 0, limits=LIMITS, steps=0,
                       progress=lambda: 0, interval=0.1, on_tick=None)
     assert res.outcome == "done"
-    assert [pid for pid, _ in training.recorded_tree(log)], "the rank was never recorded"
-    assert training.tree_alive(tp, log) == []
+    assert [pid for pid, _ in process.recorded_tree(log)], "the rank was never recorded"
+    assert process.tree_alive(tp, log) == []
 
 
 def test_the_default_grace_is_prime_rls_own_cleanup_limit(tmp_path, monkeypatch):
@@ -112,7 +112,7 @@ def test_a_port_the_launch_needs_is_waited_for_then_refused_naming_its_holder():
     port = s.getsockname()[1]
     try:
         with pytest.raises(OSError, match=f"{port} by pid {os.getpid()}"):
-            training.wait_ports_free([port], timeout_s=0.5)
+            process.wait_ports_free([port], timeout_s=0.5)
     finally:
         s.close()
-    training.wait_ports_free([port], timeout_s=0.5)    # released: free
+    process.wait_ports_free([port], timeout_s=0.5)    # released: free

@@ -59,7 +59,7 @@ def test_family_generator_passes_the_gate_honestly_and_its_answers_are_the_oracl
 
     import verifiers as vf
 
-    from driver.gates import dataset as gate
+    from driver.gates import dataset
     from driver.gates import accuracy, decontam
     from generators import round_trip
     from generators.model_router import BUCKETS, FEATURE_DEFINITIONS, generate
@@ -82,6 +82,6 @@ def test_family_generator_passes_the_gate_honestly_and_its_answers_are_the_oracl
     assert all(BUCKETS[(r["info"]["domain"], r["info"]["sub_domain"])](r["info"]) for r in rows)
     round_trip("model_router", rows)          # the hub rubric gives every template's reasoning 1.0
     fp = decontam.eval_fingerprints(sys.executable, "model_router")
-    rep = gate.check(out, weakness, eval_fingerprints=fp,
-                     scored=accuracy.score_rows(sys.executable, "model_router", None, out))
+    rep = dataset.check(out, weakness, eval_fingerprints=fp,
+                        scored=accuracy.score_rows(sys.executable, "model_router", None, out))
     assert rep.passed, rep.render()

@@ -155,15 +155,16 @@ def test_introspection_records_the_episodes_kind_turn_limit_settings_and_the_key
     """hub_env.json's interaction for a user's multi-turn env: multi-turn, max_turns 14 (the
     loader's), its own setting say_range, and lo/hi, which only env_response reads (the rubric
     reads max_guesses); `driver introspect` says the same in words."""
-    from driver.envs import hub as envs
+    from driver.envs.describe import interaction_line
+    from driver.envs.introspect import introspect
 
-    hub = envs.introspect(PY, "guess_game")
+    hub = introspect(PY, "guess_game")
     it = hub["interaction"]
     assert it["kind"] == "multi_turn" and it["max_turns"] == 14
     assert it["settings"]["say_range"] is True and it["settings"]["max_turns"] == 14
     assert {"lo", "hi"} <= set(it["env_info_keys_read"]) and hub["info_keys_read"] == ["max_guesses"]
     assert it["env_response"] == "GuessEnv"
-    line = envs.interaction_line(hub)
+    line = interaction_line(hub)
     assert "multi-turn" in line and "max_turns 14" in line and "lo" in line
     r = subprocess.run([PY, "-m", "driver.cli", "introspect", "hidden_number"], capture_output=True, text=True,
                        timeout=120)
@@ -190,15 +191,17 @@ def test_a_generated_env_keeps_the_hubs_turn_limit_and_plays_the_same_turns(tmp_
     """The generated env of the user's multi-turn env: its max_turns is the hub's 14 (verifiers'
     default, -1 for unlimited, before), its own setting is the hub's, and the same moves get the
     same replies and the same reward, turn by turn."""
-    from driver.envs import hub as envs
+    from driver.envs.install import cleanup, install_generated
+    from driver.envs.introspect import introspect
+    from driver.envs.packages import write_package
     from guess_game import rows
 
-    hub = envs.introspect(PY, "guess_game")
+    hub = introspect(PY, "guess_game")
     name = f"guess_game_t{uuid.uuid4().hex[:6]}_iter_1"
     data = rows(5, 12)
     (tmp_path / "d.jsonl").write_text("".join(json.dumps(r) + "\n" for r in data))
     try:
-        envs.install_generated(PY, envs.write_package(tmp_path, name, hub, tmp_path / "d.jsonl"), 12)
+        install_generated(PY, write_package(tmp_path, name, hub, tmp_path / "d.jsonl"), 12)
         secret, lo, hi = int(data[0]["answer"]), data[0]["info"]["lo"], data[0]["info"]["hi"]
         moves = ["<guess>0</guess>", f"<guess>{lo}</guess>", "no idea", f"<guess>{hi}</guess>",
                  f"<guess>{secret}</guess>"]
@@ -207,7 +210,7 @@ def test_a_generated_env_keeps_the_hubs_turn_limit_and_plays_the_same_turns(tmp_
         assert r.returncode == 0, r.stderr[-3000:]
         out = json.loads(r.stdout.splitlines()[-1])
     finally:
-        envs.cleanup(PY, name)
+        cleanup(PY, name)
     assert out["max_turns"] == [14, 14] and out["say_range"] == [True, True]
     assert out["class"] == ["GuessEnv", "GuessEnv"]
     assert out["gen"]["completion"] == out["hub"]["completion"]
@@ -308,9 +311,9 @@ def _teacher_md(brief) -> str:
 
 @pytest.fixture(scope="module")
 def game_hub():
-    from driver.envs import hub as envs
+    from driver.envs.introspect import introspect
 
-    return envs.introspect(PY, "hidden_number")
+    return introspect(PY, "hidden_number")
 
 
 def test_teacher_md_tells_a_multi_turn_envs_teacher_what_an_episode_and_a_row_are(tmp_path, game_hub):

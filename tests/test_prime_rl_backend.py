@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FAST, driver, driver_env, run_dir_from
-from driver.backends import process as training
+from driver.backends import process
 from driver.backends import Command
 from driver.backends.prime_rl import detect_dialect
 from driver.dialects import classic_schema
@@ -128,7 +128,7 @@ def test_a_hub_with_a_selection_split_is_evaluated_on_both_splits_in_one_launch(
 
 
 def test_difficulty_filtering_renders_the_classic_buffer_key_that_the_embedded_trainer_reads(tmp_path):
-    from embedded_trainer import config as embedded_config
+    from embedded_trainer import config
     for on in (False, True):
         knobs = KNOBS.model_copy(update=dict(difficulty_filter=on))
         texts = {"base": D.render_base(HUB, knobs),
@@ -141,7 +141,7 @@ def test_difficulty_filtering_renders_the_classic_buffer_key_that_the_embedded_t
             assert got is on, (name, text)
             path = tmp_path / f"{name}-{on}.toml"
             path.write_text(text)
-            loaded = embedded_config.load(["@", str(path)])
+            loaded = config.load(["@", str(path)])
             assert loaded.orchestrator.buffer.online_difficulty_filtering is on
 
 
@@ -181,9 +181,9 @@ def test_hostile_model_names_render_as_data_and_reach_the_trainer_verbatim(tmp_p
     backend = Command((sys.executable, "-c",
                        "import json,sys; json.dump(sys.argv[1:], open(sys.argv[1], 'w'))"))
     args = [str(seen), *D.iter0_overrides(knobs, tmp_path / "out")]
-    tp = training.launch(backend, args, tmp_path / "out", tmp_path / "train.log")
-    training.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05,
-                  limits=training.Limits(30, 30, 30))
+    tp = process.launch(backend, args, tmp_path / "out", tmp_path / "train.log")
+    process.poll(tp, tmp_path / "train.log", tmp_path / "none.jsonl", 0, interval=0.05,
+                 limits=process.Limits(30, 30, 30))
     assert json.loads(seen.read_text()) == args
 
 
@@ -318,10 +318,10 @@ sys.exit(rc)
 def test_poll_sees_completion_and_crashes_before_its_polling_interval(tmp_path, rows, rc, outcome):
     backend = Command((sys.executable, "-c", FAKE_TRAINER))
     eval_file, stamp = tmp_path / "eval.jsonl", tmp_path / "stamp"
-    tp = training.launch(backend, [str(eval_file), str(stamp), str(rows), str(rc)], tmp_path,
-                         tmp_path / "train.log")
-    res = training.poll(tp, tmp_path / "train.log", eval_file, 5,   # 5 expected rows
-                        limits=training.Limits(60, 60, 60))
+    tp = process.launch(backend, [str(eval_file), str(stamp), str(rows), str(rc)], tmp_path,
+                        tmp_path / "train.log")
+    res = process.poll(tp, tmp_path / "train.log", eval_file, 5,   # 5 expected rows
+                       limits=process.Limits(60, 60, 60))
     seen = time.time()
     assert res.outcome == outcome and res.returncode == rc
     # a generous bound, documented as such: the poll looks every second, so it answers within
@@ -338,24 +338,24 @@ def test_a_clock_step_while_the_trainer_runs_does_not_make_it_look_dead(tmp_path
     import psutil
 
     backend = Command((sys.executable, "-c", "import time; time.sleep(60)"))
-    tp = training.launch(backend, [], tmp_path, tmp_path / "train.log")
+    tp = process.launch(backend, [], tmp_path, tmp_path / "train.log")
     try:
-        assert training.is_alive(tp)
+        assert process.is_alive(tp)
         real = psutil._psplatform.boot_time
         monkeypatch.setattr(psutil._psplatform, "boot_time", lambda: real() + 1.0)  # the step
         assert abs(psutil.Process(tp.pid).create_time() - tp.create_time - 1.0) < 0.01
-        assert training.is_alive(tp)
-        res = training.poll(tp, tmp_path / "train.log", tmp_path / "eval.jsonl", 5, interval=0.1,
-                            limits=training.Limits(0.5, 0.5, 0.5))
+        assert process.is_alive(tp)
+        res = process.poll(tp, tmp_path / "train.log", tmp_path / "eval.jsonl", 5, interval=0.1,
+                           limits=process.Limits(0.5, 0.5, 0.5))
         assert res.outcome == "stalled"            # still running (the caller stops it), not "failed"
         # a record from before the start since boot was kept compares create times, and the
         # step fools it; a different start (a recycled pid) is still not our trainer
-        assert not training.is_alive(tp.model_copy(update={"started_since_boot": None}))
-        assert not training.is_alive(tp.model_copy(update={"started_since_boot": tp.started_since_boot - 5}))
+        assert not process.is_alive(tp.model_copy(update={"started_since_boot": None}))
+        assert not process.is_alive(tp.model_copy(update={"started_since_boot": tp.started_since_boot - 5}))
     finally:
         monkeypatch.undo()
-        training.stop(tp, grace_s=1)
-    assert not training.is_alive(tp)
+        process.stop(tp, grace_s=1)
+    assert not process.is_alive(tp)
 
 
 # ---- version detection -----------------------------------------------------------------------

@@ -60,8 +60,8 @@ def _brief(tmp_path, env_id, rows):
 def test_builtin_teacher_passes_the_gate_and_ranks_the_failing_structure_first(tmp_path, env_id, fails):
     import verifiers as vf
 
-    from driver.teachers import generator_run as generator
-    from driver.gates import dataset as gate
+    from driver.teachers import generator_run
+    from driver.gates import dataset
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import BuiltinTeacher
 
@@ -77,11 +77,11 @@ def test_builtin_teacher_passes_the_gate_and_ranks_the_failing_structure_first(t
     worst = [max(s["failure_rate"] for s in d["sub_domains"]) for d in w["domains"]]
     assert worst == sorted(worst, reverse=True) and worst[0] > worst[-1]
     assert sum(w["allocations"].values()) == 600
-    run = generator.run(brief.iter_dir)
+    run = generator_run.run(brief.iter_dir)
     assert run["ok"], run
     fp = decontam.eval_fingerprints(sys.executable, env_id)
     scored = accuracy.score_rows(sys.executable, env_id, None, brief.iter_dir / "dataset.jsonl")
-    rep = gate.check(brief.iter_dir / "dataset.jsonl", w, eval_fingerprints=fp, scored=scored)
+    rep = dataset.check(brief.iter_dir / "dataset.jsonl", w, eval_fingerprints=fp, scored=scored)
     assert rep.passed, rep.render()
     # every skeleton row cites a failed train rollout that exists
     sources = [json.loads(l)["info"]["source"] for l in (brief.iter_dir / "dataset.jsonl").open()]
@@ -155,28 +155,28 @@ def test_the_generator_template_renders_the_old_script_byte_for_byte(family, sty
 
 def test_each_family_declares_the_interface_and_optional_members_default():
     from generators import FAMILIES, Family, family_for
-    from generators import model_router as router
-    from generators import stock_arithmetic as stock
+    from generators import model_router
+    from generators import stock_arithmetic
 
-    assert family_for({"env_id": "stock-arithmetic"}) is stock.FAMILY
-    assert family_for({"env_id": "owner/model_router@1.0"}) is router.FAMILY
+    assert family_for({"env_id": "stock-arithmetic"}) is stock_arithmetic.FAMILY
+    assert family_for({"env_id": "owner/model_router@1.0"}) is model_router.FAMILY
     assert family_for({"env_id": "parity_toy"}) is None
-    from generators import hidden_number as game
+    from generators import hidden_number
 
-    assert family_for({"env_id": "hidden-number"}) is game.FAMILY
+    assert family_for({"env_id": "hidden-number"}) is hidden_number.FAMILY
     assert set(FAMILIES) == {"stock_arithmetic", "model_router", "hidden_number"}
-    for fam in (stock.FAMILY, router.FAMILY, game.FAMILY):
+    for fam in (stock_arithmetic.FAMILY, model_router.FAMILY, hidden_number.FAMILY):
         assert isinstance(fam, Family) and fam.buckets and fam.feature_definitions and fam.data_plan
-    assert stock.FAMILY.module == "generators.stock_arithmetic"
-    assert stock.FAMILY.styles == ("stories", "plain") and stock.FAMILY.untargeted is stock.untargeted
+    assert stock_arithmetic.FAMILY.module == "generators.stock_arithmetic"
+    assert stock_arithmetic.FAMILY.styles == ("stories", "plain") and stock_arithmetic.FAMILY.untargeted is stock_arithmetic.untargeted
     # stock_arithmetic's style hooks: plain rows keep their distractors, and interleave nothing
-    assert stock.FAMILY.shares("plain", {"distractor_numbers": 0.0}) == {
+    assert stock_arithmetic.FAMILY.shares("plain", {"distractor_numbers": 0.0}) == {
         "distractor_numbers": 0.45, "interleaved_order": 0.0}
-    assert "interleaved_order" not in stock.FAMILY.features("plain")
+    assert "interleaved_order" not in stock_arithmetic.FAMILY.features("plain")
     # model_router declares none of the optional members: each has its default
-    r = router.FAMILY
+    r = model_router.FAMILY
     assert (r.styles, dict(r.surface_shares), dict(r.magnitudes), r.untargeted) == ((), {}, {}, None)
-    assert r.shares(None) == {} and r.features(None) == router.FEATURE_DEFINITIONS
+    assert r.shares(None) == {} and r.features(None) == model_router.FEATURE_DEFINITIONS
 
 
 def test_a_teacher_that_cannot_teach_the_env_is_refused_before_iter_0_and_resume_switches(tmp_path, runs):
@@ -391,8 +391,8 @@ def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs)
 def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_the_gate(tmp_path):
     import verifiers as vf
 
-    from driver.teachers import generator_run as generator
-    from driver.gates import dataset as gate
+    from driver.teachers import generator_run
+    from driver.gates import dataset
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import BuiltinTeacher
 
@@ -410,11 +410,11 @@ def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_t
     assert w["surface"] == {} and w["surface_reach"]["distractor_numbers"]["trial"]
     assert "interleaved_order" not in {f["name"] for f in w["structural_features"]}
     assert "style='plain'" in (brief.iter_dir / "gen_dataset.py").read_text()
-    assert generator.run(brief.iter_dir)["ok"]
-    rep = gate.check(brief.iter_dir / "dataset.jsonl", w,
-                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
-                     scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
-                                                brief.iter_dir / "dataset.jsonl"))
+    assert generator_run.run(brief.iter_dir)["ok"]
+    rep = dataset.check(brief.iter_dir / "dataset.jsonl", w,
+                        eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
+                        scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
+                                                   brief.iter_dir / "dataset.jsonl"))
     assert rep.passed, rep.render()
     first = json.loads((brief.iter_dir / "dataset.jsonl").open().readline())["question"]
     assert " starts the day with " in first and "A first delivery brings" in first
@@ -432,11 +432,11 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     control C's untargeted rows take the same shares."""
     import verifiers as vf
 
-    from driver.teachers import generator_run as generator
-    from driver.gates import dataset as gate
+    from driver.teachers import generator_run
+    from driver.gates import dataset
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import SURFACE_EVIDENCE, BuiltinTeacher, surface_reach
-    from generators import stock_arithmetic as fam
+    from generators import stock_arithmetic
 
     train = list(vf.load_environment("stock_arithmetic").get_dataset())[:120]
     rows = [{"prompt": r["prompt"], "completion": "x", "answer": r["answer"], "info": r["info"],
@@ -449,7 +449,7 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     # a rejected attempt's rollouts, as the loop sets them aside
     (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").write_text(
         "".join(json.dumps(r) + "\n" for r in probe))
-    reach = surface_reach(brief, fam.FAMILY)
+    reach = surface_reach(brief, stock_arithmetic.FAMILY)
     assert reach["distractor_numbers"] == {"probe_rollouts": SURFACE_EVIDENCE, "solved": 0,
                                            "off": True, "trial": False}
     assert reach["interleaved_order"]["off"] is False and reach["interleaved_order"]["solved"] == 4
@@ -458,20 +458,20 @@ def test_builtin_teacher_leaves_out_a_surface_the_probe_saw_never_solved_and_con
     assert w["surface"] == {"distractor_numbers": 0.0} and w["style"] == "stories"
     assert "distractor_numbers" not in {f["name"] for f in w["structural_features"]}
     assert "never solved" in (brief.iter_dir / "weakness_report.md").read_text()
-    assert generator.run(brief.iter_dir)["ok"]
+    assert generator_run.run(brief.iter_dir)["ok"]
     out = [json.loads(x) for x in (brief.iter_dir / "dataset.jsonl").read_text().splitlines()]
     assert not any("distractor_numbers" in r["info"]["structural_features"] for r in out)
     assert sum("interleaved_order" in r["info"]["structural_features"] for r in out) > 0.1 * len(out)
-    rep = gate.check(brief.iter_dir / "dataset.jsonl", w,
-                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
-                     scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
-                                                brief.iter_dir / "dataset.jsonl"))
+    rep = dataset.check(brief.iter_dir / "dataset.jsonl", w,
+                        eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
+                        scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
+                                                   brief.iter_dir / "dataset.jsonl"))
     assert rep.passed, rep.render()
     # one rollout short of the evidence: the surface stays
     (brief.iter_dir / "probe_rollouts.jsonl.rejected-1").unlink()
     (brief.iter_dir / "probe_rollouts.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in probe[1:SURFACE_EVIDENCE]))
-    assert surface_reach(brief, fam.FAMILY)["distractor_numbers"]["off"] is False
+    assert surface_reach(brief, stock_arithmetic.FAMILY)["distractor_numbers"]["off"] is False
     # control C, as the controls phase builds it from this iteration's weakness.json, draws its
     # untargeted rows with the same shares, and says so
     from types import SimpleNamespace
@@ -550,14 +550,14 @@ def test_builtin_teacher_finds_the_failing_range_of_a_magnitude_and_the_rows_fol
     gives no aim."""
     import verifiers as vf
 
-    from driver.teachers import generator_run as generator
-    from driver.gates import dataset as gate
+    from driver.teachers import generator_run
+    from driver.gates import dataset
     from driver.gates import accuracy, decontam
     from driver.teachers.builtin import AIM_SHARE, BuiltinTeacher, failing_range
-    from generators import stock_arithmetic as fam
+    from generators import stock_arithmetic
 
     train = list(vf.load_environment("stock_arithmetic").get_dataset())
-    peak = [max(fam.running(r["info"]["problem"])) for r in train]
+    peak = [max(stock_arithmetic.running(r["info"]["problem"])) for r in train]
     sample = [{"step": 30, "example_id": i, "info": r["info"],
                "reward": float((i % 10 == 0) == (peak[i] >= 120))} for i, r in enumerate(train)]
     sample += [{"step": 30, "example_id": 2000 + i, "reward": 0.0,
@@ -576,26 +576,26 @@ def test_builtin_teacher_finds_the_failing_range_of_a_magnitude_and_the_rows_fol
     assert f"peak stock at least {aim['at_least']}" in report and "60% of the rows" in report
     # no probe has seen a surface yet: each is tried on a small share of the rows
     assert "too few to judge" in report
-    assert generator.run(b.iter_dir)["ok"]
+    assert generator_run.run(b.iter_dir)["ok"]
     rows = [json.loads(x) for x in (b.iter_dir / "dataset.jsonl").read_text().splitlines()]
-    inside = [r for r in rows if fam.in_aim(r["info"]["problem"], aim)]
+    inside = [r for r in rows if stock_arithmetic.in_aim(r["info"]["problem"], aim)]
     # the aim's share holds over the buckets whose structure admits the range (none of a
     # "withdrawal to near zero" row's peaks can reach 120)
     open_buckets = {r["info"]["sub_domain"] for r in inside}
     assert len(inside) >= AIM_SHARE * sum(r["info"]["sub_domain"] in open_buckets for r in rows)
     # spread over the range: in the train split 35% of the peaks of 120 or more reach 130
-    assert sum(max(fam.running(r["info"]["problem"])) >= 130 for r in inside) > 0.5 * len(inside)
+    assert sum(max(stock_arithmetic.running(r["info"]["problem"])) >= 130 for r in inside) > 0.5 * len(inside)
     for f in ("distractor_numbers", "interleaved_order"):
         assert 0.1 <= sum(f in r["info"]["structural_features"] for r in rows) / len(rows) <= 0.25
-    rep = gate.check(b.iter_dir / "dataset.jsonl", w,
-                     eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
-                     scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
-                                                b.iter_dir / "dataset.jsonl"))
+    rep = dataset.check(b.iter_dir / "dataset.jsonl", w,
+                        eval_fingerprints=decontam.eval_fingerprints(sys.executable, "stock_arithmetic"),
+                        scored=accuracy.score_rows(sys.executable, "stock_arithmetic", None,
+                                                   b.iter_dir / "dataset.jsonl"))
     assert rep.passed, rep.render()
     # iteration 2 reads rollouts on the teacher's own rows; it keeps iteration 1's aim
     flat = [{**r, "reward": float(r["example_id"] % 3 == 0)} for r in sample]
-    pairs = [(r, fam.structure_of(r["info"])) for r in flat]
-    assert failing_range(pairs, fam.FAMILY) is None
+    pairs = [(r, stock_arithmetic.structure_of(r["info"])) for r in flat]
+    assert failing_range(pairs, stock_arithmetic.FAMILY) is None
     d2 = b.run_dir / "iter_2"
     d2.mkdir()
     b.iter_dir, b.iteration = d2, 2

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from driver.envs import hub as envs
+from driver.envs.install import cleanup, count_rows, install_generated
+from driver.envs.introspect import introspect
+from driver.envs.packages import write_package
 from driver.envs import worker
 
 PY = sys.executable
@@ -137,7 +139,7 @@ def test_an_env_installed_after_the_worker_started_is_found_by_the_next_request(
 
     from stock_arithmetic.data import build_splits
 
-    hub = envs.introspect(PY, "stock_arithmetic")
+    hub = introspect(PY, "stock_arithmetic")
     name = "stock_arithmetic_worker_probe_pkg"
     rows = build_splits(0)["train"]
 
@@ -145,12 +147,12 @@ def test_an_env_installed_after_the_worker_started_is_found_by_the_next_request(
         data = tmp_path / f"d{n}.jsonl"
         data.write_text("".join(json.dumps({"question": r["question"], "answer": r["answer"],
                                             "info": r["info"]}) + "\n" for r in rows[:n]))
-        return envs.install_generated(PY, envs.write_package(tmp_path / f"p{n}", name, hub, data), n)
+        return install_generated(PY, write_package(tmp_path / f"p{n}", name, hub, data), n)
 
     try:
-        assert envs.count_rows(PY, name) is None
+        assert count_rows(PY, name) is None
         assert install(20)["rows"] == 20
         assert install(33)["rows"] == 33      # the same package with new rows: the new count
     finally:
-        envs.cleanup(PY, name)
-    assert envs.count_rows(PY, name) is None
+        cleanup(PY, name)
+    assert count_rows(PY, name) is None

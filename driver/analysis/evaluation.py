@@ -11,7 +11,7 @@ from pathlib import Path
 
 from driver.errors import DriverError
 from driver.run.files import iter_jsonl
-from rl_contract import rows as row_contract
+from rl_contract import rows
 from rl_contract.classic import SUCCESS_THRESHOLD   # a rollout passes at a reward >= this
 
 IMPROVED, FLAT, REGRESSED, COLLAPSED = "improved", "flat", "regressed", "collapsed"
@@ -63,11 +63,11 @@ def aggregate(eval_file: Path, selection_env: str | None = None, view=None, *,
                               "`driver resume` retrains this arm.")
         v = view(row)
         chosen = (selection_env is not None and v.get("env_name") == selection_env) or \
-            v["metrics"].get(row_contract.SELECTION_METRIC, 0.0) >= 0.5
+            v["metrics"].get(rows.SELECTION_METRIC, 0.0) >= 0.5
         v["split"] = "selection" if chosen else "eval"
         views.append(v)
-    broken = row_contract.problems(views, selection_expected=selection_expected,
-                                   unique_ids=unique_ids)
+    broken = rows.problems(views, selection_expected=selection_expected,
+                           unique_ids=unique_ids)
     if broken:
         raise DriverError(f"eval file {path} breaks the row contract (rl_contract/rows.py): "
                           + "; ".join(broken) + ". The trainer wrote rows the driver cannot "

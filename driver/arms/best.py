@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from driver.analysis import evaluation
 from driver.context import Ctx
-from driver.envs import hub as envs
+from driver.envs.packages import package_name
 from driver.run.files import atomic_write_json, read_json
 
 
@@ -22,7 +22,7 @@ def best_iteration(ctx: Ctx) -> dict | None:
               "chosen_on": "selection" if best.get("selection_acc") is not None else "eval",
               "selection_acc": best.get("selection_acc"),
               "dataset": str(rel / "dataset.jsonl"),
-              "env_dir": str(rel / envs.package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
+              "env_dir": str(rel / package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
               "rl_toml": str(rel / "rl.toml")}
     return record
 

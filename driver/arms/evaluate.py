@@ -6,7 +6,7 @@ from driver import faults
 from driver.analysis import evaluation
 from driver.arms.arm import Arm, eval_knobs
 from driver.arms.train import retire_failed, set_aside
-from driver.backends import process as training
+from driver.backends import process
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.run.files import atomic_write_json, read_json
@@ -55,7 +55,7 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
             # the eval is a launch of its own, evaluates the trained weights afresh
             if ctx.dialect.separate_final_eval:
                 log = arm.dir / "final_eval.log"
-                for path in (ctx.dialect.final_eval_dir(arm.out, final), log, training.rc_path(log)):
+                for path in (ctx.dialect.final_eval_dir(arm.out, final), log, process.rc_path(log)):
                     set_aside(path)
             else:
                 (arm.dir / "train_done.json").unlink(missing_ok=True)

@@ -6,25 +6,27 @@ from __future__ import annotations
 from driver import faults
 from driver.arms.arm import Arm
 from driver.backends import EnvPublisher
-from driver.backends import process as training
+from driver.backends import process
 from driver.context import Ctx
-from driver.envs import hub as envs
-from driver.run.files import atomic_write_json, read_json
+from driver.envs.describe import kind_of
+from driver.envs.install import count_rows, install_generated
+from driver.envs.packages import write_package
+from driver.run.files import atomic_write_json, file_sha256, read_json
 
 
 def install_env(ctx: Ctx, arm: Arm) -> dict:
     """Write the generated package and cleanup-then-install it; record what was installed."""
     marker = arm.dir / "env_installed.json"
-    expected = training.count_lines(arm.dataset)
-    sha = envs.file_sha256(arm.dataset)
+    expected = process.count_lines(arm.dataset)
+    sha = file_sha256(arm.dataset)
     if marker.exists():
         done = read_json(marker)
-        if done.get("dataset_sha256") == sha and envs.count_rows(
-                ctx.trainer.python, arm.package, envs.kind_of(ctx.hub)) == expected:
+        if done.get("dataset_sha256") == sha and count_rows(
+                ctx.trainer.python, arm.package, kind_of(ctx.hub)) == expected:
             return publish(ctx, arm, done)
-    pkg_dir = envs.write_package(arm.dir, arm.package, ctx.hub, arm.dataset)
+    pkg_dir = write_package(arm.dir, arm.package, ctx.hub, arm.dataset)
     faults.point("install:package-written")
-    result = envs.install_generated(ctx.trainer.python, pkg_dir, expected, envs.kind_of(ctx.hub))
+    result = install_generated(ctx.trainer.python, pkg_dir, expected, kind_of(ctx.hub))
     result["dataset_sha256"] = sha
     atomic_write_json(marker, result)
     ctx.say(f"[{arm.name}] installed {arm.package}: {result['rows']} rows")

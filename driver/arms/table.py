@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from driver.arms.arm import Arm
-from driver.backends import process as training
+from driver.backends import process
 from driver.context import Ctx
-from driver.envs import hub as envs
+from driver.envs.introspect import UnscorableRows, sample_train_rows
+from driver.envs.packages import package_name
 from driver.errors import ControlSkipped
 from driver.run.files import atomic_write_text, read_json
 
@@ -53,7 +54,7 @@ def untargeted(ctx: Ctx, best: dict, dest: Path) -> str:
     iteration's rows did). Rows the hub rubric could not score are no control: ControlSkipped."""
     from generators import family_for
 
-    count = training.count_lines(ctx.rd.path / best["dataset"])
+    count = process.count_lines(ctx.rd.path / best["dataset"])
     fam = family_for(ctx.hub)
     carried = carry_best_settings(ctx, best, dest)
     with_settings = f", with iter_{best['best_iter']}'s {', '.join(carried)}" if carried else ""
@@ -66,8 +67,8 @@ def untargeted(ctx: Ctx, best: dict, dest: Path) -> str:
         return f"{count} untargeted rows from {fam.module}.untargeted" + "".join(
             f" ({k} {v})" for k, v in kept.items()) + with_settings
     try:
-        envs.sample_train_rows(ctx.trainer.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)
-    except envs.UnscorableRows as e:
+        sample_train_rows(ctx.trainer.python, ctx.hub, count, f"run_c|{ctx.state.seed}", dest)
+    except UnscorableRows as e:
         raise ControlSkipped(f"no untargeted rows the hub rubric can score: {e}") from None
     return f"{count} untargeted rows from a resample of the hub env's train rows" + with_settings
 
@@ -117,14 +118,14 @@ def iteration(ctx: Ctx, n: int) -> Arm:
     """Iteration n >= 1: the teacher's rows, from iter_0's checkpoint (the anchor)."""
     d = ctx.iter_dir(n)
     return Arm(f"iter_{n}", d, resume_step=ctx.state.iter_0_step,
-               package=envs.package_name(ctx.state.dataset, f"iter_{n}", ctx.state.env_tag),
+               package=package_name(ctx.state.dataset, f"iter_{n}", ctx.state.env_tag),
                dataset=d / "dataset.jsonl",
-               source_name=envs.package_name(ctx.state.dataset, f"iter_{n}"))
+               source_name=package_name(ctx.state.dataset, f"iter_{n}"))
 
 
 def control_arm(ctx: Ctx, spec: ControlArm) -> Arm:
     d = ctx.rd.path / spec.directory
     return Arm(spec.name, d, resume_step=ctx.state.iter_0_step if spec.start == "anchor" else None,
-               package=envs.package_name(ctx.state.dataset, spec.name, ctx.state.env_tag),
+               package=package_name(ctx.state.dataset, spec.name, ctx.state.env_tag),
                dataset=d / "dataset.jsonl", full_eval=True,
-               source_name=envs.package_name(ctx.state.dataset, spec.name))
+               source_name=package_name(ctx.state.dataset, spec.name))

@@ -13,10 +13,10 @@ from pathlib import Path
 from driver import faults
 from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows, train_knobs
 from driver.arms.render import rl_toml
-from driver.backends import process as training
+from driver.backends import process
 from driver.backends.base import Command
 from driver.context import Ctx
-from driver.envs import hub as envs
+from driver.envs.install import missing_envs
 from driver.errors import ArmAborted, DriverError
 from driver.arms import progress
 from driver.run.files import atomic_write_json, atomic_write_text
@@ -66,7 +66,7 @@ def preflight(ctx: Ctx, arm: Arm, args: list[str]) -> None:
     ids = ctx.dialect.env_ids(cfg)
     if not ids:
         raise DriverError(f"[{arm.name}] refusing to launch: no train or eval env in the config")
-    missing = envs.missing_envs(ctx.trainer.python, ids)
+    missing = missing_envs(ctx.trainer.python, ids)
     if missing:
         raise DriverError(
             f"[{arm.name}] refusing to launch: env(s) {', '.join(missing)} not installed for "
@@ -171,7 +171,7 @@ def trained(ctx: Ctx, arm: Arm) -> bool:
         return True
     final = arm.final_step(ctx.state.steps_per_run)
     return (ctx.runner().exit_status(arm.dir / "final_eval.log") == 0 and
-            training.count_lines(ctx.dialect.eval_file(arm.out, final)) >= expected_eval_rows(ctx, arm))
+            process.count_lines(ctx.dialect.eval_file(arm.out, final)) >= expected_eval_rows(ctx, arm))
 
 
 def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
@@ -184,7 +184,7 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
     cfg = arm.dir / "evals.toml"
 
     def prepare() -> list[str]:
-        for path in (out, log, training.rc_path(log)):
+        for path in (out, log, process.rc_path(log)):
             set_aside(path)
         weights = ctx.dialect.weights_dir(arm.out, final)
         if not weights.is_dir():   # (its STABLE marker the eval launch checks where it runs)
@@ -210,7 +210,7 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
 
 def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path, log: Path,
                      eval_file: Path, expected: int, start: int, final: int,
-                     what: str, point: str = "train") -> training.PollResult:
+                     what: str, point: str = "train") -> process.PollResult:
     """Launch (once, with prepare()'s arguments) or re-attach, then poll until the process ends:
     done needs exit status 0 and `expected` rows in eval_file."""
     st = ctx.state
@@ -218,8 +218,8 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
     steps = {"start_step": start, "final_step": final}
     tp = runner.find(st.trainer, out)
     if tp is None:
-        if runner.exit_status(log) == 0 and training.count_lines(eval_file) >= expected:
-            return training.PollResult("done", 0, training.count_lines(eval_file))
+        if runner.exit_status(log) == 0 and process.count_lines(eval_file) >= expected:
+            return process.PollResult("done", 0, process.count_lines(eval_file))
         args = prepare()
         _ports_free(ctx, label, args)
         faults.point(f"{point}:before-launch")
@@ -239,7 +239,7 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
         faults.point("train:poll")
         printer.show(rows)
 
-    limits = training.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s)
+    limits = process.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s)
     res = runner.poll(tp, log, eval_file, expected, limits=limits, steps=final - start,
                       progress=lambda: len(ctx.dialect.train_steps(out, start, final)),
                       interval=ctx.poll_interval, on_tick=tick)
@@ -248,8 +248,8 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
         # a silent or overlong trainer is ours to stop, and is gone before anything else is
         # launched (it is never relaunched while alive, nor left running); resume retrains
         runner.stop(tp)
-        res = training.PollResult("failed", None, res.eval_rows,
-                                  f"{res.detail}; the {what} ({tp.handle}) was stopped")
+        res = process.PollResult("failed", None, res.eval_rows,
+                                 f"{res.detail}; the {what} ({tp.handle}) was stopped")
     return res
 
 
@@ -262,7 +262,7 @@ def _ports_free(ctx: Ctx, label: str, args: list[str]) -> None:
         return
     try:
         ports = ctx.trainer.ports(composition.compose(args))
-        training.wait_ports_free(ports, training.PORT_RELEASE_S)
+        process.wait_ports_free(ports, process.PORT_RELEASE_S)
     except composition.CompositionError:
         return   # preflight has refused it already, where it could not compose
     except OSError as e:
@@ -270,16 +270,16 @@ def _ports_free(ctx: Ctx, label: str, args: list[str]) -> None:
                           f"{ctx.rd.path}`.") from None
 
 
-def _raise_failed(ctx: Ctx, label: str, noun: str, res: training.PollResult, log: Path,
+def _raise_failed(ctx: Ctx, label: str, noun: str, res: process.PollResult, log: Path,
                   then: str) -> None:
-    tail = training.log_tail(log)
+    tail = process.log_tail(log)
     ctx.trainer_done(f"{label} failed: {res.detail}")
     raise DriverError(f"[{label}] {noun} failed: {res.detail}. Log tail:\n{tail}\n"
                       f"Fix the cause, then `driver resume {ctx.rd.path}` {then}.")
 
 
 def retire_failed(arm: Arm) -> None:
-    for p in (arm.out, arm.log, training.rc_path(arm.log)):
+    for p in (arm.out, arm.log, process.rc_path(arm.log)):
         set_aside(p)
 
 

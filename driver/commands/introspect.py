@@ -21,9 +21,10 @@ def add(sub) -> None:
 
 
 def main(a) -> int:
-    from driver.envs import hub as envs
+    from driver.envs.describe import interaction_line
+    from driver.envs.introspect import introspect
 
-    info = envs.introspect(a.python or sys.executable, a.env, a.env_args)
+    info = introspect(a.python or sys.executable, a.env, a.env_args)
     if a.json:
         print(json.dumps(info, indent=2))
     else:
@@ -33,5 +34,5 @@ def main(a) -> int:
               f"\n  train {info['train_size']} rows · eval {info['eval_size']} rows\n"
               f"  answer format: {info['answer_format_instruction']}\n"
               f"  info keys the rubric reads: {', '.join(info.get('info_keys_read') or []) or 'none found'}\n"
-              f"  {envs.interaction_line(info)}")
+              f"  {interaction_line(info)}")
     return 0

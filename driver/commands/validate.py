@@ -36,9 +36,7 @@ def main(a) -> int:
     from pathlib import Path
 
     from driver.errors import UsageError
-    from driver.gates import accuracy, decontam
-    from driver.gates import dataset as gate
-    from driver.gates import weakness as weakness_gate
+    from driver.gates import accuracy, dataset, decontam, weakness
     from driver.run.files import read_json
 
     for f in [a.dataset, a.weakness, *a.prior]:
@@ -58,13 +56,13 @@ def main(a) -> int:
             scored = accuracy.score_hub_rows(python, hub, Path(a.dataset))   # classic or taskset
     except RuntimeError as e:
         raise UsageError(str(e)) from None
-    weakness = weakness_gate.load(a.weakness)
-    report = gate.check(Path(a.dataset), weakness, [Path(p) for p in a.prior], fingerprints, scored)
+    weakness_json = weakness.load(a.weakness)
+    report = dataset.check(Path(a.dataset), weakness_json, [Path(p) for p in a.prior], fingerprints, scored)
     aux = Path(a.dataset).resolve().parent / "aux_rewards.py"
     if aux.exists():   # the same lines the dataset phase adds: static, then run on every row
         from driver.gates import aux_rewards
 
-        report.lines += aux_rewards.check_with_rows(python, aux, weakness, Path(a.dataset)).lines
+        report.lines += aux_rewards.check_with_rows(python, aux, weakness_json, Path(a.dataset)).lines
     print(json.dumps(report.to_json(), indent=2) if a.json else report.render())
     return 0 if report.passed else 1
 

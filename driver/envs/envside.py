@@ -9,7 +9,10 @@ worker, driver/envs/worker.py, where it can), and reads the response back into i
 that raises comes back as an EnvsideError carrying the exception's type, message and traceback.
 
 Each action says which module runs it (classic.py for verifiers' classic environments,
-taskset.py for v1 tasksets) and whether it needs the verifiers v1 worker.
+taskset.py for v1 tasksets) and whether it needs the verifiers v1 worker. The interpreter's own
+facts (interpreter.py: which modules it finds, where it installs) run in a fresh process of it
+instead: they come before an env is installed, where verifiers may be missing, and must see the
+interpreter as it starts now (a .pth file an install just wrote included).
 """
 from __future__ import annotations
 
@@ -79,6 +82,18 @@ class SolverRequest(EnvRequest):
 class ModelFilesRequest(_Model):
     model: str                  # the base model's name (or directory), as training loaded it
     dest: str                   # where its config, generation config and tokenizer go
+
+
+class ModulesRequest(_Model):
+    modules: list[str]          # module names, as `import` takes them
+
+
+class ModuleRequest(_Model):
+    module: str
+
+
+class NoArguments(_Model):
+    """A job that needs nothing but the interpreter it runs in."""
 
 
 class AuxRequest(_Model):
@@ -178,7 +193,7 @@ class AuxChecked(_Model):
 
 class StudentCheck(_Model):
     """Can the embedded trainer build its built-in student for this env (envside/student.py)?
-    The facts; the driver draws the verdict (commands/run.py)."""
+    The facts; the driver draws the verdict (backends/local_student.py)."""
     recipe: bool                      # the model names the built-in recipe
     known: str                        # the recipe's name
     problem: str | None               # a recipe setting the trainer refuses
@@ -227,6 +242,20 @@ class ModelFiles(_Model):
     written: list[str]                # which of config, tokenizer, generation_config
 
 
+class MissingModules(_Model):
+    missing: list[str]                # the requested modules importlib finds no spec for
+
+
+class InstallPaths(_Model):
+    paths: dict[str, str]             # sysconfig.get_paths(): purelib, platlib, scripts, data, ...
+
+
+class ModuleLocations(_Model):
+    # where the interpreter finds the module: a package's directories, else a module's file;
+    # empty when it finds none
+    locations: list[str]
+
+
 class ErrorInfo(_Model):
     type: str
     message: str
@@ -246,7 +275,8 @@ class Action(Generic[Req, Resp]):
     request: type[Req]
     response: type[Resp]
     v1: bool                  # it imports verifiers v1: the v1 worker runs it
-    timeout: float = 600
+    timeout: float | None = 600   # seconds; None: no limit
+    fresh: bool = False       # a new interpreter runs it, never one forked from the warm worker
 
 
 class Jobs(NamedTuple):
@@ -270,11 +300,20 @@ JOBS: dict[str, Jobs] = {CLASSIC: _jobs("classic", v1=False), TASKSET: _jobs("ta
 # the teacher's auxiliary rewards on the generated rows (standard library only: any env kind)
 AUX_CHECK = Action("aux.check_rows", AuxRequest, AuxChecked, v1=False, timeout=600)
 # can the embedded trainer build its built-in student for the hub env (before a run exists)
-STUDENT_CHECK = Action("student.recipe", StudentRequest, StudentCheck, v1=False, timeout=600)
+STUDENT_CHECK = Action("student.check", StudentRequest, StudentCheck, v1=False, timeout=600)
 # `driver export-model`: the base model's config and tokenizer beside an arm's weight shards
 MODEL_FILES = Action("model.base_files", ModelFilesRequest, ModelFiles, v1=False, timeout=1800)
 # `driver run --student-solver`: the solver on the env's train rows, scored, kept as a corpus
 STUDENT_SOLVER = Action("student.solver_corpus", SolverRequest, SolverCorpus, v1=False, timeout=1800)
+# the training interpreter's own facts (interpreter.py, standard library only), each in a fresh
+# process, as the `python -c` one-liners they replace ran: which modules it finds (no limit, as
+# an import probe always had), its install paths, where it finds one module
+MISSING_MODULES = Action("interpreter.missing_modules", ModulesRequest, MissingModules, v1=False,
+                         timeout=None, fresh=True)
+INSTALL_PATHS = Action("interpreter.install_paths", NoArguments, InstallPaths, v1=False, timeout=60,
+                       fresh=True)
+MODULE_LOCATIONS = Action("interpreter.module_locations", ModuleRequest, ModuleLocations, v1=False,
+                          timeout=60, fresh=True)
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,7 +374,8 @@ def call(python: str, action: Action[Req, Resp], request: Req, timeout: float | 
         req_path, resp_path = Path(tmp) / "request.json", Path(tmp) / "response.json"
         req_path.write_text(request.model_dump_json())
         r = worker.run_py(python, CALL, [action.name, str(req_path), str(resp_path)],
-                          timeout=action.timeout if timeout is None else timeout, v1=action.v1)
+                          timeout=action.timeout if timeout is None else timeout, v1=action.v1,
+                          fresh=action.fresh)
         got = json.loads(resp_path.read_text()) if resp_path.exists() else None
     if got is None:
         tail = "\n".join((r.stderr or "").strip().splitlines()[-8:]) or "no output"

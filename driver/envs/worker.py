@@ -64,12 +64,13 @@ class Worker:
                 raise OSError("the worker did not start")
             self.ready = True
 
-    def _read(self, timeout: float) -> dict:
-        """The worker's next protocol line, waiting at most `timeout` seconds for it (read from
-        the raw pipe, so a line already received is never waited for again)."""
+    def _read(self, timeout: float | None) -> dict:
+        """The worker's next protocol line, waiting at most `timeout` seconds for it (None: as
+        long as it takes; read from the raw pipe, so a line already received is never waited
+        for again)."""
         fd = self.proc.stdout.fileno()
         while b"\n" not in self.buf:
-            ready, _, _ = select.select([fd], [], [], max(0.0, timeout))
+            ready, _, _ = select.select([fd], [], [], None if timeout is None else max(0.0, timeout))
             if not ready:
                 raise TimeoutError
             chunk = os.read(fd, 65536)
@@ -82,7 +83,7 @@ class Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, script: Path, args: list[str], timeout: float, cwd: str | None = None,
+    def run(self, script: Path, args: list[str], timeout: float | None, cwd: str | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
         with self.lock, tempfile.TemporaryDirectory(prefix="driver-worker-") as tmp:
             self._await_ready()
@@ -140,14 +141,16 @@ def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
     return w
 
 
-def run_py(python: str, script: Path, args: list[str], timeout: float = 600,
+def run_py(python: str, script: Path, args: list[str], timeout: float | None = 600,
            cwd: str | None = None, env: dict | None = None, torch: bool = False,
-           v1: bool = False) -> subprocess.CompletedProcess:
+           v1: bool = False, fresh: bool = False) -> subprocess.CompletedProcess:
     """Run the file `script` with `args` as sys.argv[1:] in a fresh process of `python`, as
     `subprocess.run([python, script, *args], capture_output=True, text=True)` would.
     `torch`: the request uses torch and transformers (the probe); `v1`: it uses verifiers v1
-    (the taskset jobs). Each says so explicitly and gets a worker with those preloaded."""
-    w = get(python, torch, v1)
+    (the taskset jobs). Each says so explicitly and gets a worker with those preloaded.
+    `fresh`: a new interpreter, not the worker (the request must see `python` as it starts now,
+    and needs none of the worker's imports); `timeout` None: no limit."""
+    w = None if fresh else get(python, torch, v1)
     if w is not None:
         try:
             return w.run(script, args, timeout, cwd=cwd, env=env)

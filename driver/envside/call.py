@@ -18,7 +18,7 @@ import sys
 import traceback
 
 HERE = os.path.dirname(os.path.realpath(__file__))
-MODULES = ("classic", "taskset", "aux", "student", "model")
+MODULES = ("classic", "taskset", "aux", "student", "model", "interpreter")
 
 
 def _sibling_imports() -> None:

@@ -20,7 +20,7 @@ The contract, for such an env:
   (`str(parser.parse_answer(completion)).strip()`) and returns
   `scorer.score_answer(answer=that, entry=info["entry"])`. The other functions are the hub's.
 
-This file is copied into a generated package that needs it (driver/envs/hub.py write_package)
+This file is copied into a generated package that needs it (driver/envs/packages.py write_package)
 and imported by classic.py's jobs; it imports no driver module.
 """
 from __future__ import annotations

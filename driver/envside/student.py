@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import json
 
-import rows as rows_io
+import rows
 from row_truth import question_of
 
 
@@ -35,48 +35,49 @@ def _reference_rows(env_id: str, env_args: dict) -> tuple[int | None, int | None
         import verifiers as vf
 
         env = vf.load_environment(env_id, **env_args)
-        rows = list(env.get_dataset() if hasattr(env, "get_dataset") else env.dataset)
+        train = list(env.get_dataset() if hasattr(env, "get_dataset") else env.dataset)
     except Exception as e:  # noqa: BLE001 - the driver's introspection reports a load failure
         return None, None, f"{type(e).__name__}: {e}"
     refs = 0
-    for row in rows:
-        info = rows_io.info_of(row)
+    for row in train:
+        info = rows.info_of(row)
         ref, traj = info.get("reference_completion"), info.get("reference_trajectory")
         refs += (isinstance(ref, str) and bool(ref)) or (isinstance(traj, list) and bool(traj))
-    return len(rows), refs, None
+    return len(train), refs, None
 
 
-def recipe(req: dict) -> dict:
-    from embedded_trainer import recipe as r
+def check(req: dict) -> dict:
+    from embedded_trainer import recipe
 
     name, env_id, env_args = req["model"], req["env_id"], req.get("env_args") or {}
-    out: dict = {"recipe": r.is_recipe(name), "known": r.RECIPE_PREFIX, "problem": None,
+    out: dict = {"recipe": recipe.is_recipe(name), "known": recipe.RECIPE_PREFIX, "problem": None,
                  "corpus": None, "cached": None, "init": None, "init_found": True,
                  "module": None, "module_found": None, "warm_start_corpus": None,
                  "train_rows": None, "reference_completions": None, "load_error": None,
                  "solver_corpus": None}
     if not out["recipe"]:
         return out
-    if name == r.RECIPE_PREFIX:   # the bare name: the env's own student, where its package names one
+    if name == recipe.RECIPE_PREFIX:   # the bare name: the env's own student, where its package names one
         own = _env_recipe(env_id)
         if own and own != name:
             out["env_recipe"] = name = own
     try:
-        spec = r.parse_recipe(name)
+        spec = recipe.parse_recipe(name)
     except ValueError as e:
         return {**out, "problem": str(e)}
     out["corpus"] = spec["corpus"]
-    target = r.model_dir_name(name, _env_key(env_id, env_args))
-    for root in (r.cache_root(), r.PREBUILT):
+    target = recipe.model_dir_name(name, _env_key(env_id, env_args))
+    for root in (recipe.cache_root(), recipe.PREBUILT):
         if (root / target / "DONE").exists():
             return {**out, "cached": str(root / target)}
     if req.get("estimate"):
-        out["build"] = _estimate(r, name, env_id, env_args)
+        out["build"] = _estimate(recipe, name, env_id, env_args)
     if spec["init"]:
         out["init"] = spec["init"]
-        out["init_found"] = any((d / spec["init"] / "DONE").exists() for d in (r.cache_root(), r.PREBUILT))
+        out["init_found"] = any((d / spec["init"] / "DONE").exists()
+                                for d in (recipe.cache_root(), recipe.PREBUILT))
     if spec["corpus"] == "solver":   # the corpus --student-solver wrote: all the build reads
-        path = r.solver_corpus_path(spec["solver"])
+        path = recipe.solver_corpus_path(spec["solver"])
         return {**out, "solver_corpus": str(path) if path.exists() else ""}
     # the module the stream corpus is asked for, named as recipe.corpus_rows names it
     module = env_id.split("/")[-1].replace("-", "_")
@@ -104,14 +105,14 @@ def _env_recipe(env_id: str) -> str | None:
     return own if isinstance(own, str) else None
 
 
-def _estimate(r, name: str, env_id: str, env_args: dict) -> dict | None:
+def _estimate(recipe, name: str, env_id: str, env_args: dict) -> dict | None:
     """What building the student would cost here (recipe.estimate: its parameters, SFT steps,
     seconds a step), or None where its corpus or init= student is missing (reported apart)."""
     import verifiers as vf
 
     try:
         env = vf.load_environment(env_id, **env_args)
-        got = r.estimate(name, env, _env_key(env_id, env_args))
+        got = recipe.estimate(name, env, _env_key(env_id, env_args))
     except Exception:  # noqa: BLE001 - a corpus that cannot be read: the other facts say why
         return None
     return got if got.get("examples") else None
@@ -159,7 +160,7 @@ def solver_corpus(req: dict) -> dict:
 
     import classic
     import episodes
-    from embedded_trainer import recipe as r
+    from embedded_trainer import recipe
 
     out: dict = {"train_rows": 0, "returned": 0, "kept": 0, "floor": 0, "ceiling": 0.0,
                  "solver_error": None, "multi_turn": False,
@@ -175,10 +176,10 @@ def solver_corpus(req: dict) -> dict:
     out["train_rows"] = len(train)
     out["floor"] = max(min(req["min_rows"], len(train)), math.ceil(req["min_share"] * len(train)), 1)
     if multi_turn:
-        return _episode_corpus(out, env, train, solve, r, episodes)
+        return _episode_corpus(out, env, train, solve, recipe, episodes)
     answered: list[tuple[dict, str]] = []
     for row in train:
-        q, info = question_of(row), rows_io.info_of(row)
+        q, info = question_of(row), rows.info_of(row)
         try:
             got = solve(q, dict(info))
         except Exception as e:  # noqa: BLE001 - a row the solver cannot do
@@ -190,9 +191,9 @@ def solver_corpus(req: dict) -> dict:
     out["returned"] = len(answered)
     with tempfile.TemporaryDirectory(prefix="student-solver-") as tmp:
         scored_in = os.path.join(tmp, "answered.jsonl")
-        rows_io.write_jsonl(scored_in, ({"question": question_of(row), "answer": row.get("answer", ""),
-                                         "info": {**rows_io.info_of(row), "reasoning": got}}
-                                        for row, got in answered))
+        rows.write_jsonl(scored_in, ({"question": question_of(row), "answer": row.get("answer", ""),
+                                      "info": {**rows.info_of(row), "reasoning": got}}
+                                     for row, got in answered))
         # the env's own rows, scored by its own rubric as it stands: a reward that reads the env's
         # state (row_truth.py) finds each row's own entry there, so no generated-env rubric swap
         scored = classic.score_rows({"env_id": req["env_id"], "env_args": req.get("env_args") or {},
@@ -207,10 +208,10 @@ def solver_corpus(req: dict) -> dict:
         elif len(out["misses"]) < 3:
             out["misses"].append({"question": question_of(row)[:300], "completion": got[:300],
                                   "reward": s["reward"], "errors": s["errors"]})
-    return _write_corpus(out, kept, r)
+    return _write_corpus(out, kept, recipe)
 
 
-def _episode_corpus(out: dict, env, train: list, next_move, r, episodes) -> dict:
+def _episode_corpus(out: dict, env, train: list, next_move, recipe, episodes) -> dict:
     """The solver corpus of a multi-turn env: every train row played as an episode by the env's
     own rollout loop, each reply from next_move(messages, info), scored by the env's rubric over
     the whole episode; the episodes at full reward are kept as reference trajectories."""
@@ -241,10 +242,10 @@ def _episode_corpus(out: dict, env, train: list, next_move, r, episodes) -> dict
             transcript = " | ".join(f"{m['role']}: {m['content']}" for m in ep["completion"])
             out["misses"].append({"question": question_of(row)[:300], "completion": transcript[:300],
                                   "reward": ep["reward"], "errors": [e for e in [ep["error"]] if e]})
-    return _write_corpus(out, kept, r)
+    return _write_corpus(out, kept, recipe)
 
 
-def _write_corpus(out: dict, kept: list, r) -> dict:
+def _write_corpus(out: dict, kept: list, recipe) -> dict:
     """The kept rows as the corpus file, keyed by its content, when at least the floor passed."""
     import hashlib
     import os
@@ -254,7 +255,7 @@ def _write_corpus(out: dict, kept: list, r) -> dict:
         return out
     text = "".join(json.dumps(k, sort_keys=True, default=str) + "\n" for k in kept)
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    path = r.solver_corpus_path(digest)
+    path = recipe.solver_corpus_path(digest)
     path.parent.mkdir(parents=True, exist_ok=True)
     if not path.exists():
         tmp_path = f"{path}.tmp{os.getpid()}"
@@ -264,4 +265,4 @@ def _write_corpus(out: dict, kept: list, r) -> dict:
     return {**out, "digest": digest, "path": str(path)}
 
 
-JOBS = {"recipe": recipe, "solver_corpus": solver_corpus}
+JOBS = {"check": check, "solver_corpus": solver_corpus}

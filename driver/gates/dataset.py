@@ -9,8 +9,7 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from driver.gates import accuracy, decontam, rules
-from driver.gates import weakness as weakness_schema
+from driver.gates import accuracy, decontam, rules, weakness
 from driver.run.files import iter_jsonl
 from generators.core import clone_key
 
@@ -99,7 +98,7 @@ def _detail(line: str, what: str = "", at: list[int] = ()) -> str:
     return "; ".join(parts)
 
 
-def check(dataset: Path, weakness: dict, prior: list[Path] = (),
+def check(dataset: Path, weakness_json: dict, prior: list[Path] = (),
           eval_fingerprints: dict | None = None, scored: dict | None = None) -> GateReport:
     """Every line of the gate (driver.gates.rules names them). eval_fingerprints (from
     decontam.eval_fingerprints) enables the blind decontamination line and `scored` (from
@@ -107,7 +106,7 @@ def check(dataset: Path, weakness: dict, prior: list[Path] = (),
     get them."""
     L = rules.LINE
     rep = GateReport()
-    bad_fields = weakness_schema.problems(weakness)
+    bad_fields = weakness.problems(weakness_json)
     rep.add(L["weakness"].name, not bad_fields, "; ".join(bad_fields[:8]))
     numbered, problems = load_rows(dataset, with_lines=True)
     at = [n for n, _ in numbered]                    # the file line of each well-formed row
@@ -124,9 +123,9 @@ def check(dataset: Path, weakness: dict, prior: list[Path] = (),
     per_feat = collections.Counter(f for fs in feats for f in fs)
     skel = [str(i.get("source", "")).startswith("skeleton:") for i in info]
     if bad_fields:   # the lines below still run, against an empty report
-        weakness = {}
-    defined = {f["name"] for f in weakness.get("structural_features", [])}
-    buckets = {(d["name"], s["name"]) for d in weakness.get("domains", []) for s in d.get("sub_domains", [])}
+        weakness_json = {}
+    defined = {f["name"] for f in weakness_json.get("structural_features", [])}
+    buckets = {(d["name"], s["name"]) for d in weakness_json.get("domains", []) for s in d.get("sub_domains", [])}
 
     def share_line(key: str, ok_row, bound: float, at_least: bool, label: str) -> None:
         """A share-of-rows line: `ok_row[k]` says whether row k counts toward the share."""

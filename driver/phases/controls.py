@@ -14,7 +14,7 @@ from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.install import install_env
 from driver.arms.render import rl_toml
 from driver.arms.train import train
-from driver.backends import process as training
+from driver.backends import process
 from driver.context import Ctx
 from driver.errors import ControlSkipped, DriverError, StillRunning
 from driver.reporting import scratchpad
@@ -38,7 +38,7 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
                                           eval_knobs=eval_knobs(ctx, arm),
                                           with_hub_rows=spec.with_hub_rows))
         train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
-        summary = evaluate(ctx, arm, rows=training.count_lines(arm.dataset))
+        summary = evaluate(ctx, arm, rows=process.count_lines(arm.dataset))
     except StillRunning:
         raise   # the next control never starts beside a launch that may still run
     except ControlSkipped as e:

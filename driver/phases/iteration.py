@@ -8,21 +8,20 @@ import json
 import time
 from pathlib import Path
 
-from driver.envs import hub as envs
 from driver.analysis import evaluation
 from driver import faults
-from driver.teachers import generator_run as generator
+from driver.teachers import generator_run
 from driver.reporting import scratchpad
 from driver import teachers
 from driver.envs import worker
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.gates import accuracy
-from driver.gates import aux_rewards as aux_gate
-from driver.gates import dataset as gate
+from driver.gates import aux_rewards
+from driver.gates.dataset import check as check_dataset
 from driver.gates import decontam
-from driver.gates import hparams as hparams_gate
-from driver.gates import weakness as weakness_gate
+from driver.gates import hparams
+from driver.gates.weakness import load as load_weakness
 from driver.arms import table
 from driver.arms.arm import config_files, eval_knobs, train_knobs
 from driver.arms.evaluate import evaluate as eval_arm
@@ -31,7 +30,8 @@ from driver.arms.render import ITERATION_PURPOSE, rl_toml
 from driver.arms.install import install_env
 from driver.arms.train import probe_launch, train
 from driver.arms.train import trained as arm_trained
-from driver.run.files import atomic_write_json, atomic_write_text, iter_jsonl, read_json
+from driver.run.files import (atomic_write_json, atomic_write_text, file_sha256, iter_jsonl,
+                              read_json)
 from driver.run.model import MIN_PROMPTS_PER_STEP
 
 MAX_FAILURE_ROWS = 200
@@ -193,18 +193,18 @@ def dataset(ctx: Ctx, n: int) -> str:
     d = ctx.iter_dir(n)
     record = d / "dataset_record.json"
     if record.exists() and (d / "dataset.jsonl").exists() and \
-            read_json(record).get("dataset_sha256") == envs.file_sha256(d / "dataset.jsonl"):
+            read_json(record).get("dataset_sha256") == file_sha256(d / "dataset.jsonl"):
         return "ok"
     faults.point("dataset:before-generator")
     # where the phase's time goes (bench/driver_overhead.py prints it): the generator's run,
     # the hub rubric scoring every row, and the gate's own lines
     seconds, t0 = {}, time.monotonic()
-    run = generator.run(d)
+    run = generator_run.run(d)
     seconds["generator"] = time.monotonic() - t0
     faults.point("dataset:after-generator")
     failures: list[str]
     if run["ok"]:
-        weakness_json = weakness_gate.load(d / "weakness.json")
+        weakness_json = load_weakness(d / "weakness.json")
         prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
                  if (ctx.iter_dir(k) / "dataset_record.json").exists()]
         t0 = time.monotonic()
@@ -214,13 +214,13 @@ def dataset(ctx: Ctx, n: int) -> str:
             raise DriverError(f"[iter_{n}] {e}\nThe hub env loaded at introspection; check "
                               f"{ctx.trainer.python} still has it, then `driver resume`.") from None
         seconds["hub_rubric"], t0 = time.monotonic() - t0, time.monotonic()
-        report = gate.check(d / "dataset.jsonl", weakness_json, prior,
-                            decontam.cached_fingerprints(ctx.rd.path, ctx.trainer.python, ctx.hub),
-                            scored)
+        report = check_dataset(d / "dataset.jsonl", weakness_json, prior,
+                               decontam.cached_fingerprints(ctx.rd.path, ctx.trainer.python, ctx.hub),
+                               scored)
         if (d / "aux_rewards.py").exists():
-            report.lines += aux_gate.check_with_rows(ctx.trainer.python, d / "aux_rewards.py",
-                                                     weakness_json, d / "dataset.jsonl").lines
-        report.lines += hparams_gate.check(d).lines
+            report.lines += aux_rewards.check_with_rows(ctx.trainer.python, d / "aux_rewards.py",
+                                                        weakness_json, d / "dataset.jsonl").lines
+        report.lines += hparams.check(d).lines
         seconds["gate"] = time.monotonic() - t0
         failures = report.failures()
         atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures,
@@ -289,7 +289,7 @@ def probe(ctx: Ctx, n: int) -> str:
 
     d = ctx.iter_dir(n)
     record_path = d / "probe.json"
-    sha = envs.file_sha256(d / "dataset.jsonl")
+    sha = file_sha256(d / "dataset.jsonl")
     rec = read_json(record_path) if record_path.exists() else {}
     if rec.get("dataset_sha256") != sha:
         st = ctx.state
@@ -410,7 +410,7 @@ def evaluate_iteration(ctx: Ctx, n: int) -> None:
 
 def hparams_record(ctx: Ctx, n: int) -> dict:
     """{"hparams": {...}} when the teacher set this iteration's hyperparameters."""
-    h = hparams_gate.load(ctx.iter_dir(n))
+    h = hparams.load(ctx.iter_dir(n))
     return {"hparams": h.model_dump(exclude_none=True)} if h is not None else {}
 
 

@@ -5,7 +5,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from driver.envs import hub as envs
+from driver.envs.describe import refuse_unscorable
+from driver.envs.install import install_generated, is_importable
+from driver.envs.introspect import introspect_with_fingerprints
+from driver.envs.packages import package_name, write_selection_package
 from driver.analysis import evaluation
 from driver import faults
 from driver.reporting import scratchpad
@@ -39,10 +42,10 @@ def selection_env(ctx: Ctx) -> None:
     its rows labelled (classic prime-rl's eval rows cannot be told apart otherwise: rl_contract/
     rows.py); checked on every resume, as the training interpreter may have changed."""
     sel = ctx.hub.get("selection")
-    if not sel or not sel.get("env_id") or envs.is_importable(ctx.trainer.python, sel["env_id"]):
+    if not sel or not sel.get("env_id") or is_importable(ctx.trainer.python, sel["env_id"]):
         return
-    pkg = envs.write_selection_package(ctx.rd.path / "selection_env", sel["env_id"], ctx.hub)
-    envs.install_generated(ctx.trainer.python, pkg, ctx.hub["train_size"])
+    pkg = write_selection_package(ctx.rd.path / "selection_env", sel["env_id"], ctx.hub)
+    install_generated(ctx.trainer.python, pkg, ctx.hub["train_size"])
     ctx.say(f"[introspect] the selection split is evaluated through {sel['env_id']}, which "
             "labels its rows")
 
@@ -67,7 +70,7 @@ def _introspect(ctx: Ctx) -> None:
         info, fingerprints = ctx.introspected
     else:
         try:
-            info, fingerprints = envs.introspect_with_fingerprints(
+            info, fingerprints = introspect_with_fingerprints(
                 ctx.trainer.python, env_id, ctx.state.env_args, hub_id=ctx.state.hub_id,
                 kind=ctx.dialect.env_kind)
         except DriverError:
@@ -76,15 +79,15 @@ def _introspect(ctx: Ctx) -> None:
     info["hub_id"] = ctx.state.hub_id
     if info.get("selection") and ctx.dialect.name == "classic":
         # its rows are labelled by an env of the run's own (selection_env)
-        info["selection"]["env_id"] = envs.package_name(ctx.state.dataset, "selection",
-                                                        ctx.state.env_tag)
+        info["selection"]["env_id"] = package_name(ctx.state.dataset, "selection",
+                                                   ctx.state.env_tag)
     if fingerprints is not None:  # hashes only; the gate's blind decontamination reads them
         atomic_write_json(ctx.rd.path / "eval_fingerprints.json", fingerprints)
     faults.point("introspect:before-write")
     atomic_write_json(ctx.rd.hub_env_json, info)
     ctx._hub = info
     try:   # a reward that reads the env's state, and no scorer to call instead: no resume fixes it
-        envs.refuse_unscorable(info)
+        refuse_unscorable(info)
     except DriverError:
         ctx.aborted("the hub reward reads the env's own state and the env exposes no scorer")
         raise

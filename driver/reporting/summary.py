@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from driver.analysis import stats
 from driver.analysis.evaluation import wilson_interval
-from driver.arms import table as arms_table
+from driver.arms import table
 from driver.arms.best import best_iteration
 from driver.context import Ctx
 from driver.run.files import read_json
 
 
 def arm_summary(ctx: Ctx, name: str) -> dict | None:
-    p = arms_table.arm_dir(ctx, name) / "eval_summary.json"
+    p = table.arm_dir(ctx, name) / "eval_summary.json"
     return read_json(p) if p.exists() else None
 
 
@@ -38,14 +38,14 @@ def summary_rows(ctx: Ctx) -> list[dict]:
     m = ctx.rd.load_metrics()
     best = best_iteration(ctx)
     arms = [(f"iter_{it['iter']}", it) for it in sorted(m["iters"], key=lambda r: r["iter"])]
-    order = {c.name: k for k, c in enumerate(arms_table.CONTROLS)}   # the table's order
+    order = {c.name: k for k, c in enumerate(table.CONTROLS)}   # the table's order
     arms += [(c["run"], c) for c in sorted(m["controls"], key=lambda r: order.get(r["run"], len(order)))]
     summaries = {name: arm_summary(ctx, name) or {} for name, _ in arms}   # each read once
     base_correct = summaries.get("iter_0", {}).get("correct_by_example") or {}
     best_correct = summaries.get(f"iter_{best['best_iter']}", {}).get("correct_by_example") if best else None
-    names = {c.name: c.label for c in arms_table.CONTROLS}
-    paired_with_best = {c.name for c in arms_table.CONTROLS if c.compare_with_best}
-    with_hub_rows = {c.name for c in arms_table.CONTROLS if c.with_hub_rows}
+    names = {c.name: c.label for c in table.CONTROLS}
+    paired_with_best = {c.name for c in table.CONTROLS if c.compare_with_best}
+    with_hub_rows = {c.name for c in table.CONTROLS if c.with_hub_rows}
     rows = []
     for name, entry in arms:
         s = summaries[name]
@@ -151,7 +151,7 @@ def _lift(v: dict | None) -> tuple[str, str, str]:
             f"{v['p_value']:.3g}", "yes" if v["significant"] else "no")
 
 
-def table(rows: list[dict]) -> str:
+def table_text(rows: list[dict]) -> str:
     selection = any(r.get("selection_acc") is not None for r in rows)
     holm = any("p_holm" in r for r in rows)
     cost = any(r.get("cost_usd") is not None for r in rows)   # a billed (hosted) run
@@ -194,7 +194,7 @@ def table(rows: list[dict]) -> str:
     best = next((r for r in rows if r["best"]), None)
     for c in (r for r in rows if r.get("best_vs_control")) if best else ():
         lift, p, sig = _lift(c["best_vs_control"])
-        lines.append(f"{best['arm']} (best) vs {c['arm']} ({arms_table.control(c['arm']).purpose}; "
+        lines.append(f"{best['arm']} (best) vs {c['arm']} ({table.control(c['arm']).purpose}; "
                      f"same steps): {lift}, McNemar p {p}, significant at 5%: {sig} "
                      f"(n = {c['best_vs_control']['n']})")
     if selection:
@@ -250,10 +250,10 @@ def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
     """The summary table, then what a reader must know to read its numbers: a stand-in trainer
     made them; the hub's full reward is not 1."""
     st = ctx.state
-    text = table(summary_rows(ctx) if rows is None else rows)
-    for c in arms_table.CONTROLS:   # a control not run, and why
-        why = next((e.split(": ", 1)[1][len(arms_table.SKIPPED):] for e in st.phase4_errors
-                    if e.startswith(f"{c.name}: {arms_table.SKIPPED}")), None)
+    text = table_text(summary_rows(ctx) if rows is None else rows)
+    for c in table.CONTROLS:   # a control not run, and why
+        why = next((e.split(": ", 1)[1][len(table.SKIPPED):] for e in st.phase4_errors
+                    if e.startswith(f"{c.name}: {table.SKIPPED}")), None)
         if why:
             text += f"\n{c.label} was not run: {why}."
     if st.trainer_stand_in:

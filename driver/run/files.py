@@ -3,6 +3,7 @@ rename, fsync of the directory), so a driver killed at any instant leaves either
 new version, never half of one."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -55,3 +56,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 yield n, json.loads(line)
             except json.JSONDecodeError:
                 yield n, None
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()

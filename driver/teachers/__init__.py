@@ -57,7 +57,7 @@ class Brief:
 
     @property
     def episodes_line(self) -> str:
-        from driver.envs.hub import interaction_line
+        from driver.envs.describe import interaction_line
 
         return interaction_line(self.hub)
 

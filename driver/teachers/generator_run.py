@@ -20,8 +20,8 @@ from types import SimpleNamespace
 import psutil
 
 from driver import faults
-from driver.backends import process as training
-from driver.envs import hub as envs
+from driver.backends import process
+from driver.run.files import file_sha256
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3
@@ -66,7 +66,7 @@ def _stop_leftover(pid_file: Path) -> None:
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         leftover = None
     if leftover is not None:
-        training.stop(leftover, grace_s=0)   # the trainer's own pid + create-time match
+        process.stop(leftover, grace_s=0)   # the trainer's own pid + create-time match
     pid_file.unlink(missing_ok=True)
 
 
@@ -89,7 +89,7 @@ def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
                                 stdin=subprocess.DEVNULL,
                                 start_new_session=True)
         try:
-            ct, since_boot = training.process_start(psutil.Process(proc.pid))
+            ct, since_boot = process.process_start(psutil.Process(proc.pid))
             pid_file.write_text(json.dumps({"pid": proc.pid, "create_time": ct,
                                             "started_since_boot": since_boot}))
         except psutil.Error:
@@ -111,5 +111,5 @@ def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
         return {"ok": False, "reason": f"generator crashed{where} (exit {returncode}):\n{tail}"}
     if not out.exists():
         return {"ok": False, "reason": "generator finished without writing dataset.jsonl"}
-    return {"ok": True, "script_sha256": envs.file_sha256(script),
-            "dataset_sha256": envs.file_sha256(out)}
+    return {"ok": True, "script_sha256": file_sha256(script),
+            "dataset_sha256": file_sha256(out)}

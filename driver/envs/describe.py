@@ -1,0 +1,85 @@
+"""What the driver reads from an introspected hub env's description (hub_env.json, as
+introspect.py writes it): its kind, how its episodes go, the answer format its system prompt
+states, the requirement a generated env declares for it, and whether a reward that reads the
+env's own state can be scored from a generated row. Plain dict reading: nothing is loaded."""
+from __future__ import annotations
+
+import re
+
+from driver.envs import envside
+from driver.errors import DriverError
+
+CLASSIC = envside.CLASSIC    # hub_env.json `kind` of a classic env; tasksets.KIND for a v1 taskset
+
+
+def kind_of(hub: dict) -> str:
+    return hub.get("kind") or CLASSIC
+
+
+def interaction_line(hub: dict) -> str:
+    """How the env's episodes go, in one line (`driver introspect`, the run header)."""
+    it = hub.get("interaction")
+    if not it:
+        return "episodes: not recorded (a v1 taskset, or a hub_env.json from before they were)"
+    words = {"single_turn": "single-turn (one reply, scored)",
+             "multi_turn": "multi-turn (the env answers each reply until it stops the episode)",
+             "tools": "tool-using (the env runs the model's tool calls until it stops)"}
+    line = f"episodes: {words.get(it['kind'], it['kind'])}"
+    if it["kind"] == "single_turn":
+        return line
+    limit = it.get("max_turns")
+    line += (f"; max_turns {limit}" if isinstance(limit, int) and limit > 0 else "; no turn limit")
+    if it.get("env_response"):
+        line += f"; env_response of {it['env_response']}"
+    own = [c for c in it.get("stop_conditions") or [] if c not in VERIFIERS_STOPS]
+    if own:
+        line += f"; its own stop conditions: {', '.join(own)}"
+    if it.get("tools"):
+        line += f"; tools: {', '.join(it['tools'])}"
+    keys = it.get("env_info_keys_read")
+    line += ("; info keys its episode logic reads: " + (", ".join(keys) if keys else "none found")
+             if keys is not None else "; info keys its episode logic reads: unknown (a sample episode did not play)")
+    return line
+
+
+# the stop conditions every classic MultiTurnEnv has (verifiers 0.3.1's multiturn_env.py)
+VERIFIERS_STOPS = {"has_error", "has_final_env_response", "max_total_completion_tokens_reached",
+                   "max_turns_reached", "prompt_too_long"}
+_FORMAT_WORDS = re.compile(r"json|format|answer|reply|respond|tag|<|box|exactly", re.IGNORECASE)
+
+
+def answer_format_instruction(system_prompt: str) -> str:
+    """The sentences of the system prompt that state the answer format."""
+    sentences = re.split(r"(?<=[.!?])\s+", system_prompt.strip())
+    return " ".join(s for s in sentences if _FORMAT_WORDS.search(s)).strip()
+
+
+def hub_requirement(hub: dict) -> str:
+    """The requirement a generated env declares for the hub env it loads by id: the hub env's
+    distribution (hub_env.json's `distribution`, read where it is installed), else its id. A
+    platform that installs envs from their wheels' requirements (the Environments Hub's `env
+    push` sends them) then installs the hub env with it."""
+    dist = hub.get("distribution") or {}
+    return str(dist.get("name") or hub["env_id"])
+
+
+def row_truth(hub: dict) -> dict | None:
+    """hub_env.json's reward_reads_env_state when a reward reads the env's own state and the env
+    holds a scorer: the generated env scores that reward from the row's info.entry."""
+    record = hub.get("reward_reads_env_state") or {}
+    return record if record.get("verdict") == "yes" and record.get("scorer") else None
+
+
+def refuse_unscorable(hub: dict) -> None:
+    """Stop before iter_0 when a reward reads the env's own state and the env exposes no scorer
+    a generated env could call instead: no generated row could be scored."""
+    record = hub.get("reward_reads_env_state") or {}
+    if record.get("verdict") == "yes" and not record.get("scorer"):
+        raise DriverError(
+            f"{hub['env_id']}'s reward ({', '.join(record.get('funcs') or [])}) reads the env's own state, "
+            f"not the row: {record.get('evidence', '')}. Rows a teacher writes cannot be scored by it. A "
+            "generated env scores such a reward through the env's own scorer: the env needs an attribute "
+            "holding an object with score_answer(answer, entry) (answer: the completion as the hub's "
+            "parser parses it; entry: a row's ground truth, which a generated row carries as info.entry), "
+            "as ReasoningGymEnv's rg_dataset has. Give the env such an attribute, or use an env whose "
+            "reward scores from the row, and start the run again.", exit_code=2)
