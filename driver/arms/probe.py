@@ -57,6 +57,7 @@ def run_probe(ctx: Ctx, n: int, arm: Arm, knobs: Knobs, out: Path) -> Sample:
         atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
         return Sample(rollouts=out, prompts=prompts)
 
+    assert st.iter_0_step is not None, "the probe samples iter_0's checkpoint: iter_0 comes first"
     model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
     args = ["--model", str(model), "--env-id", str(arm.package), "--prompts", str(st.probe_prompts),
             "--k", str(st.rollouts_per_example), "--max-tokens", str(knobs.max_completion_tokens),
