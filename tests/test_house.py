@@ -419,3 +419,16 @@ def test_ci_runs_the_readmes_test_commands_and_leaves_the_long_tier_out():
     assert commands[1] in ci and not any("-m long" in line for line in ci)
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
     assert addopts.endswith("-m 'not extended and not long'")
+
+
+def test_the_iteration_phase_does_not_branch_on_a_trainer_kind():
+    """phases/iteration.py reads as the iteration's steps: what differs between backends (how a
+    probe samples, what a paid probe costs) lives behind the backend and in arms/probe.py."""
+    tree = ast.parse((ROOT / "driver" / "phases" / "iteration.py").read_text())
+    kinds = {"launch", "worker", "command", "prime_rl", "local", "hosted"}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Compare, ast.If, ast.IfExp, ast.Match)):
+            words = {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+            words |= {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+                      and isinstance(n.value, str)}
+            assert not words & (kinds | {"kind"}), (node.lineno, words & (kinds | {"kind"}))

@@ -13,7 +13,6 @@ from driver import faults
 from driver.teachers import generator_run
 from driver.reporting import scratchpad
 from driver import teachers
-from driver.envs import worker
 from driver.context import Ctx
 from driver.errors import DriverError
 from driver.gates import accuracy
@@ -28,11 +27,11 @@ from driver.arms.evaluate import evaluate as eval_arm
 from driver.arms.evaluate import metrics_entry
 from driver.arms.render import ITERATION_PURPOSE, rl_toml
 from driver.arms.install import install_env
-from driver.arms.train import probe_launch, train
+from driver.arms.probe import run_probe
+from driver.arms.train import train
 from driver.arms.train import trained as arm_trained
 from driver.run.files import (atomic_write_json, atomic_write_text, file_sha256, iter_jsonl,
                               read_json)
-from driver.run.model import MIN_PROMPTS_PER_STEP
 
 MAX_FAILURE_ROWS = 200
 SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the teacher pass rates
@@ -283,8 +282,6 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
 def probe(ctx: Ctx, n: int) -> str:
     """Returns "ok", "retry" or "skip", like `dataset`. The anchor (iter_0's checkpoint) samples
     a group on a sample of the generated rows; without live groups there is nothing to learn."""
-    import subprocess
-
     from driver.analysis import diagnose
 
     d = ctx.iter_dir(n)
@@ -293,71 +290,30 @@ def probe(ctx: Ctx, n: int) -> str:
     rec = read_json(record_path) if record_path.exists() else {}
     if rec.get("dataset_sha256") != sha:
         st = ctx.state
-        probe_cmd = ctx.trainer.probe()
-        if st.probe_prompts == 0 or probe_cmd is None:
-            why = "turned off (--probe-prompts 0)" if st.probe_prompts == 0 else \
-                f"the {ctx.trainer.name} backend cannot sample outside a training run"
-            atomic_write_json(record_path, {"dataset_sha256": sha, "skipped": why})
-            ctx.say(f"[iter_{n}] probe skipped: {why}")
-            return "ok"
         arm = table.iteration(ctx, n)
-        knobs = train_knobs(ctx, arm)   # the student samples as this iteration will train
-        model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
-        out = d / "probe_rollouts.jsonl"
-        args = ["--model", str(model), "--env-id", arm.package, "--prompts",
-                str(st.probe_prompts), "--k", str(st.rollouts_per_example), "--max-tokens",
-                str(knobs.max_completion_tokens), "--temperature", str(knobs.temperature),
-                "--seed", str(st.seed), "--min-live", str(st.probe_min_live), "--output", str(out)]
-        if probe_cmd.kind == "launch":
-            # a batch is whole groups of at least MIN_PROMPTS_PER_STEP prompts (the run model's rule)
-            prompts = max(st.probe_prompts, MIN_PROMPTS_PER_STEP)
-            from driver.backends import probe_gate
-
-            gate = probe_gate(ctx.trainer, ctx.rd.path, st, prompts * st.rollouts_per_example)
-            if gate is not None:   # a paid probe: its cost stated before it runs, or why not
-                ctx.say(f"[iter_{n}] probe: {gate[1]}")
-                if not gate[0]:
-                    atomic_write_json(record_path, {"dataset_sha256": sha, "skipped": gate[1]})
-                    return "ok"
-            rows, aborted = probe_launch(ctx, arm, knobs, prompts)
-            if aborted is not None:   # prime-rl found no group to train on: a verdict too
-                rec = {"dataset_sha256": sha, "prompts": prompts, "k": st.rollouts_per_example,
-                       "live_fraction": 0.0, "aborted": aborted, "min_live": st.probe_min_live,
-                       "passed": False}
-                atomic_write_json(record_path, rec)
-                return reject(ctx, n, [
-                    f"probe: the dataset carries no gradient for the student: prime-rl's "
-                    f"zero-advantage filter aborted its one step ({aborted}). Aim the rows at "
-                    "what the student sometimes solves."])
-            atomic_write_text(out, "".join(json.dumps(r) + "\n" for r in rows))
-        elif probe_cmd.kind == "worker":
-            faults.point("probe:before-launch")
-            # the embedded trainer's probe (python -m MODULE), forked from a warm interpreter
-            python, _, module = probe_cmd.command[:3]
-            r = worker.run_py(python, worker.RUN_MODULE, [module, *args], timeout=3600,
-                              cwd=probe_cmd.cwd, torch=True)
-            atomic_write_text(d / "probe.log", r.stdout + r.stderr)
+        # the student samples as this iteration will train
+        got = run_probe(ctx, n, arm, train_knobs(ctx, arm), d / "probe_rollouts.jsonl")
+        if got.skipped is not None:
+            rec = {"dataset_sha256": sha, "skipped": got.skipped}
+        elif got.aborted is not None:
+            rec = {"dataset_sha256": sha, "prompts": got.prompts, "k": st.rollouts_per_example,
+                   "live_fraction": 0.0, "aborted": got.aborted, "min_live": st.probe_min_live,
+                   "passed": False}
         else:
-            faults.point("probe:before-launch")
-            with open(d / "probe.log", "w") as log:
-                r = subprocess.run([*probe_cmd.command, *args], cwd=probe_cmd.cwd, stdout=log,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=3600)
-        if probe_cmd.kind != "launch" and (r.returncode != 0 or not out.exists()):
-            tail = "\n".join((d / "probe.log").read_text(errors="replace").splitlines()[-10:])
-            raise DriverError(f"[iter_{n}] the gradient probe failed (exit {r.returncode}); see "
-                              f"{d / 'probe.log'}:\n{tail}\nFix the cause, then `driver resume`.")
-        diag = diagnose.diagnose(diagnose.read_rows(out))
-        rec = {"dataset_sha256": sha, "prompts": diag["groups"], "k": st.rollouts_per_example,
-               "live_fraction": diag["live_fraction_outcome"],
-               "live_fraction_reward": diag["live_fraction_reward"],
-               "all_solved": diag["groups_all_pass"], "none_solved": diag["groups_none_pass"],
-               "mean_reward": diag["mean_reward"], "truncation_rate": diag["truncation_rate"],
-               "min_live": st.probe_min_live,
-               "passed": diag["live_fraction_outcome"] >= st.probe_min_live}
+            assert got.rollouts is not None
+            diag = diagnose.diagnose(diagnose.read_rows(got.rollouts))
+            rec = {"dataset_sha256": sha, "prompts": diag["groups"], "k": st.rollouts_per_example,
+                   "live_fraction": diag["live_fraction_outcome"],
+                   "live_fraction_reward": diag["live_fraction_reward"],
+                   "all_solved": diag["groups_all_pass"], "none_solved": diag["groups_none_pass"],
+                   "mean_reward": diag["mean_reward"], "truncation_rate": diag["truncation_rate"],
+                   "min_live": st.probe_min_live,
+                   "passed": diag["live_fraction_outcome"] >= st.probe_min_live}
         atomic_write_json(record_path, rec)
-    if rec.get("aborted"):
+    if rec.get("aborted"):   # prime-rl found no group to train on: a verdict on the dataset too
         return reject(ctx, n, [f"probe: the dataset carries no gradient for the student: prime-rl's "
-                               f"zero-advantage filter aborted its one step ({rec['aborted']})"])
+                               f"zero-advantage filter aborted its one step ({rec['aborted']}). "
+                               "Aim the rows at what the student sometimes solves."])
     if rec.get("skipped") or rec["passed"]:
         if not rec.get("skipped"):
             ctx.say(f"[iter_{n}] probe: live fraction {rec['live_fraction']:.2f} on "
