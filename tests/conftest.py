@@ -18,11 +18,26 @@ FAST = ["--steps-per-run", "3", "--batch-size", "256", "--eval-examples", "200"]
 ROW_CACHE: Path | None = None
 
 
+# the socket of this test process's warm env-row loader for the trainer double (row_server.py)
+ROW_SERVER: str | None = None
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _double_row_cache(tmp_path_factory):
-    global ROW_CACHE
+    global ROW_CACHE, ROW_SERVER
+    import shutil
+    import tempfile
+
     ROW_CACHE = tmp_path_factory.mktemp("double-row-cache")
+    sock_dir = tempfile.mkdtemp(prefix="rows-")   # short: a unix socket's path has 107 bytes
+    ROW_SERVER = os.path.join(sock_dir, "s")
+    # not waited for: a launch before the server listens loads its rows itself
+    server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "row_server.py"), ROW_SERVER],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     yield
+    server.kill()
+    server.wait()
+    shutil.rmtree(sock_dir, ignore_errors=True)
 
 
 # `uv` inside a prime-rl checkout, as the final-weights eval calls it (tests/prime_rl_bin/uv)
@@ -46,6 +61,8 @@ def driver_env(tmp_path: Path, **extra) -> dict:
     })
     if ROW_CACHE is not None:
         env["DOUBLE_ROW_CACHE"] = str(ROW_CACHE)
+    if ROW_SERVER is not None:
+        env["DOUBLE_ROW_SERVER"] = ROW_SERVER
     env.update({k: str(v) for k, v in extra.items()})
     return env
 
@@ -76,9 +93,51 @@ def cpu_user_env(tmp_path: Path) -> dict:
     return env
 
 
-def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "driver.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True, timeout=timeout)
+def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = None,
+           own_process: bool = False) -> subprocess.CompletedProcess:
+    """`driver ARGS` in the shell `env`, as a user would type it. It runs in this test process
+    (driver.cli.main with `env` as the whole environment, the output captured) unless it must
+    be a process of its own: `own_process`, or a DRIVER_FAULT_KILL_AT that SIGKILLs the driver.
+    In-process, the trainer, the generator and every env-side job are still processes of their
+    own, launched exactly as from the command line; only the driver's interpreter start and its
+    warm env worker's imports (seconds per call) are paid once per test process rather than
+    once per call. `timeout` bounds a process of its own only."""
+    if own_process or env.get("DRIVER_FAULT_KILL_AT"):
+        return subprocess.run([sys.executable, "-m", "driver.cli", *args], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=timeout)
+    return driver_in_process(args, env, cwd)
+
+
+def driver_in_process(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+
+    from driver import cli, faults
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    out, err = io.StringIO(), io.StringIO()
+    os.environ.clear()
+    os.environ.update(env)
+    faults._hits.clear()   # a fresh driver process starts counting its fault points at zero
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = cli.main([str(a) for a in args])
+            except SystemExit as e:   # argparse's usage errors and --help
+                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+            except Exception:   # uncaught: reported as the interpreter reports it, status 1
+                import traceback
+
+                traceback.print_exc()
+                rc = 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess([sys.executable, "-m", "driver.cli", *map(str, args)], rc,
+                                       out.getvalue(), err.getvalue())
 
 
 def run_dir_from(out: str) -> Path:

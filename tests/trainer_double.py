@@ -44,6 +44,9 @@ DOUBLE_HANG_AT_STEP to that arm only (its directory name, e.g. run_a_best_from_i
 lists, as `alive_before`, the pids of earlier launches and of their trees still running when it
 started: a second arm started beside a live one (or its orphaned rank) shows there.
 
+DOUBLE_ROW_SERVER=SOCKET (the suite sets it) loads an env's rows through tests/row_server.py, a
+warm interpreter that forks a fresh process per load (the same verifiers.load_environment,
+without the verifiers import); a failed request loads in the launch itself.
 DOUBLE_ROW_CACHE=DIR (the suite sets it) keeps each loaded env's rows in DIR, keyed on the env
 id, its args and a hash of its installed source, so the hub env is loaded through verifiers once
 per test process rather than once per launch (`cached_load`).
@@ -124,6 +127,17 @@ def cached_load(env_id: str, key: list, load) -> list:
 def load_rows(env_block: dict, split: str) -> list[dict]:
     """The env's rows, loaded through verifiers as prime-rl loads them (or from the cache)."""
     def load() -> list[dict]:
+        server = os.environ.get("DOUBLE_ROW_SERVER")
+        if server:   # the same load, forked from a warm interpreter (tests/row_server.py)
+            import tempfile
+
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from row_server import request
+
+            with tempfile.TemporaryDirectory(prefix="double-rows-") as tmp:
+                out = str(Path(tmp) / "rows.json")
+                if request(server, env_block["id"], env_block.get("args") or {}, split, out):
+                    return json.loads(Path(out).read_text())
         import verifiers as vf
 
         env = vf.load_environment(env_block["id"], **env_block.get("args", {}))

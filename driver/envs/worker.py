@@ -89,7 +89,10 @@ class Worker:
             self._await_ready()
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
             req = {"path": str(script), "argv": [str(a) for a in args], "stdout": str(out),
-                   "stderr": str(err), "cwd": cwd, "env": env or {}}
+                   "stderr": str(err), "cwd": cwd,
+                   # the whole environment as the driver has it now (the request replaces the
+                   # worker's, which is the driver's as it was when the worker started)
+                   "env": {**os.environ, **(env or {})}}
             self.proc.stdin.write((json.dumps(req) + "\n").encode())
             self.proc.stdin.flush()
             pid = self._read(timeout=60)["pid"]
@@ -114,12 +117,22 @@ class Worker:
                 self.proc.kill()
 
 
-_WORKERS: dict[tuple[str, bool, bool, str], Worker | None] = {}
+# What the preloaded libraries read from the environment once, when imported: sys.path
+# (PYTHONPATH), Hugging Face's caches and offline switches (huggingface_hub.constants,
+# datasets.config, transformers), torch's and CUDA's settings, the API clients' defaults. A
+# request runs with the driver's whole environment as it is then, but what an import already
+# read stays as the worker's start saw it: a driver whose values of these differ from its
+# worker's (a driver called in-process more than once) gets another worker.
+IMPORT_TIME_ENV = ("PYTHONPATH", "HOME", "XDG_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_",
+                   "DATASETS_", "TORCH", "PYTORCH_", "CUDA_", "OPENAI_", "ANTHROPIC_")
+
+_WORKERS: dict[tuple, Worker | None] = {}
+MAX_WORKERS = 4   # a run needs at most three: classic, v1, torch
 
 
-def _key(python: str, torch: bool, v1: bool) -> tuple[str, bool, bool, str]:
-    # a worker's sys.path was fixed when it started: another PYTHONPATH needs another worker
-    return (python, torch, v1, os.environ.get("PYTHONPATH", ""))
+def _key(python: str, torch: bool, v1: bool) -> tuple:
+    read_at_import = sorted((k, v) for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV))
+    return (python, torch, v1, tuple(read_at_import))
 
 
 def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
@@ -129,9 +142,14 @@ def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
     if not hasattr(os, "fork") or os.environ.get("DRIVER_NO_WORKER"):
         return None
     key = _key(python, torch, v1)
-    w = _WORKERS.get(key)
+    w = _WORKERS.pop(key, None)
     if w is not None and w.alive():
+        _WORKERS[key] = w   # the most recently used last
         return w
+    while len(_WORKERS) >= MAX_WORKERS:   # the least recently used goes (a torch one holds a GB)
+        old = _WORKERS.pop(next(iter(_WORKERS)))
+        if old is not None:
+            old.close()
     try:
         # a v1 worker serves the taskset jobs only: the classic API (seconds more) stays out
         w = Worker(python, (V1 if v1 else VERIFIERS) + (TORCH if torch else []))

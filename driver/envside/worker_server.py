@@ -4,7 +4,8 @@ driver/envs/worker.py in the training interpreter.
 It imports what PRELOAD_JSON names (a JSON list of "module" or "module:attr,attr", the
 attributes touched so that a lazily loaded one is loaded too; one that fails is left to the
 requests, which import what they need), says {"ready": true}, then reads one request per line on
-stdin: {"path", "argv", "stdout", "stderr", "cwd", "env"}. Each request runs the file at `path`
+stdin: {"path", "argv", "stdout", "stderr", "cwd", "env"} (env: the whole environment the request
+runs with). Each request runs the file at `path`
 (as `python PATH ARGV...` would, sys.path[0] included) in a fresh process forked from this one, in its own process
 group, with its output in the named files; the server answers {"pid": ...} when it starts and
 {"rc": ...} when it ends. Stdin closing (the driver ending, however it ends) ends the server.
@@ -28,7 +29,9 @@ def _child(req: dict) -> None:
             os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), target)
         if req.get("cwd"):
             os.chdir(req["cwd"])
-        os.environ.update(req.get("env") or {})
+        if "env" in req:   # the driver's whole environment at the request, as a new process gets it
+            os.environ.clear()
+            os.environ.update(req["env"])
         sys.stdin = open(os.devnull)  # noqa: SIM115 - the request's stdin, open until it exits
         sys.argv = [req["path"], *req["argv"]]
         sys.path[0] = os.path.dirname(os.path.realpath(req["path"]))   # as `python PATH` sets it

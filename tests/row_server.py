@@ -1,0 +1,123 @@
+"""A warm loader of env rows for the trainer double: `python row_server.py SOCKET`.
+
+prime-rl loads each env it trains on through verifiers in its own process, and so does the
+trainer double (trainer_double.load_rows). Importing verifiers (with its openai, anthropic and
+datasets clients) is most of a launch's time on 2 cores, about 4 s, and nearly every launch of
+a run loads an env no earlier launch loaded (each arm's generated env, the run's selection env),
+so the row cache (DOUBLE_ROW_CACHE) rarely helps. This server imports verifiers once, listens on
+a unix socket, and loads each requested env in a fresh process forked from itself, with the
+launch's whole environment: the rows are the ones the launch would load itself, through the same
+`verifiers.load_environment`, only without the import. A launch whose request fails loads the env
+itself, so an env that cannot load fails in the launch exactly as it would without the server.
+
+One request per connection, a JSON line: {"env_id", "args", "split", "env", "out"}; the answer
+is {"rc": 0} once the rows are in the file `out` (JSON), or {"rc": 1}: the load failed, or the
+launch's environment differs from the server's in what its imports read when they ran (Hugging
+Face's caches: driver/envs/worker.py's IMPORT_TIME_ENV; PYTHONPATH is set per request). The test session starts
+one server per test process (conftest.py) and names its socket in DOUBLE_ROW_SERVER.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import sys
+
+SERVER_ENV: dict[str, str] = {}   # the environment this server started (and imported) under
+
+
+def _load(req: dict) -> None:
+    """In the forked child: the request's rows into req["out"]."""
+    os.environ.clear()
+    os.environ.update(req["env"])
+    # sys.path as the launch's interpreter builds it: its script's folder (this one's too), then
+    # the launch's PYTHONPATH (a test's own envs) in place of the server's, then the rest
+    def entries(env: dict) -> list[str]:
+        return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+    ours = set(entries(SERVER_ENV))
+    sys.path[1:] = entries(req["env"]) + [p for p in sys.path[1:] if p not in ours]
+    importlib.invalidate_caches()   # env packages installed since the server started
+    import verifiers as vf
+
+    env = vf.load_environment(req["env_id"], **(req.get("args") or {}))
+    ds = env.get_dataset() if req["split"] == "train" else env.get_eval_dataset()
+    tmp = req["out"] + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump([dict(r) for r in ds], f, default=str)
+    os.replace(tmp, req["out"])
+
+
+def _import_time(env: dict) -> list:
+    """What this server's imports read from the environment when they ran (the driver's warm
+    worker keys on the same variables)."""
+    from driver.envs.worker import IMPORT_TIME_ENV
+
+    return sorted((k, v) for k, v in env.items()
+                  if k.startswith(IMPORT_TIME_ENV) and k != "PYTHONPATH")   # set per request
+
+
+def _serve_one(conn: socket.socket, started_under: list) -> None:
+    """In the forked child: read the request, load, answer; never returns."""
+    code = 1
+    try:
+        with conn.makefile("rb") as f:
+            req = json.loads(f.readline())
+        if _import_time(req["env"]) != started_under:
+            return   # its libraries would see other settings than the launch's: it loads itself
+        devnull = os.open(os.devnull, os.O_WRONLY)   # verifiers' progress bars go nowhere
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        _load(req)
+        code = 0
+    except BaseException:  # noqa: BLE001 - the launch loads the env itself and reports it
+        code = 1
+    finally:
+        try:
+            conn.sendall((json.dumps({"rc": code}) + "\n").encode())
+        finally:
+            os._exit(code)
+
+
+def serve(path: str) -> None:
+    from driver.envs.worker import VERIFIERS
+
+    for spec in VERIFIERS:   # what every request is spared, as the driver's warm worker preloads it
+        module, _, attrs = spec.partition(":")
+        loaded = importlib.import_module(module)
+        for attr in filter(None, attrs.split(",")):
+            getattr(loaded, attr)   # verifiers loads its classic API lazily
+
+    SERVER_ENV.update(os.environ)
+    started_under = _import_time(SERVER_ENV)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children are reaped as they end
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(16)
+    print("ready", flush=True)
+    while True:
+        conn, _ = srv.accept()
+        if os.fork() == 0:
+            srv.close()
+            _serve_one(conn, started_under)
+        conn.close()
+
+
+def request(path: str, env_id: str, args: dict, split: str, out: str) -> bool:
+    """From a launch: whether the server loaded the rows into `out`."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.connect(path)
+            s.sendall((json.dumps({"env_id": env_id, "args": args, "split": split,
+                                   "env": dict(os.environ), "out": out}) + "\n").encode())
+            with s.makefile("rb") as f:
+                line = f.readline()
+        return bool(line) and json.loads(line).get("rc") == 0 and os.path.exists(out)
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])

@@ -1,0 +1,55 @@
+"""The trainer double's warm row loader (tests/row_server.py) gives a launch the rows it would
+load itself, and declines what it cannot load as the launch would."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from row_server import request
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def server():
+    d = tempfile.mkdtemp(prefix="rows-")
+    sock = os.path.join(d, "s")
+    proc = subprocess.Popen([sys.executable, str(HERE / "row_server.py"), sock],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    yield sock
+    proc.kill()
+    proc.wait()
+
+
+def load_in_a_launch(env_id: str, split: str) -> list[dict]:
+    """The rows as a launch without the server loads them (trainer_double.load_rows' own path)."""
+    code = (f"import json, verifiers as vf\n"
+            f"env = vf.load_environment({env_id!r})\n"
+            f"ds = env.get_dataset() if {split!r} == 'train' else env.get_eval_dataset()\n"
+            f"print(json.dumps([dict(r) for r in ds], default=str))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)
+
+
+def test_the_served_rows_are_the_rows_a_launch_loads_itself(server, tmp_path):
+    out = tmp_path / "rows.json"
+    assert request(server, "stock_arithmetic", {}, "eval", str(out))
+    assert json.loads(out.read_text()) == load_in_a_launch("stock_arithmetic", "eval")
+
+
+def test_an_env_that_cannot_load_is_declined_so_the_launch_fails_on_it_itself(server, tmp_path):
+    out = tmp_path / "rows.json"
+    assert not request(server, "surely_not_an_env", {}, "train", str(out))
+    assert not out.exists()
+
+
+def test_a_launch_under_other_import_time_settings_loads_its_rows_itself(server, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "another-cache"))
+    assert not request(server, "stock_arithmetic", {}, "eval", str(tmp_path / "rows.json"))
