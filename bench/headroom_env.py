@@ -18,12 +18,16 @@ Train rows (`kind`):
                  the train split's problems, 82% of OOD100-shaped ones) and 40% whose stock stays
                  below 100: rows aimed as sharply as a teacher could at a weakness that starts
                  at a peak of 120
+  "mix_peak120_wide"  as mix_peak120, its peaks of 120 or more drawn with operands up to 100
+                 (the family's verifier accepts them) so that they spread over 120..300 as the
+                 peaks of OOD100-shaped problems do, not only over the train range's 120..150
   "mix_wide"     60% fresh problems with operands up to 100 (at least one above 50: the
                  verifier's documented domain beyond the train split's range) and 40% fresh
                  train-range ones; none in any hub split
 
 Eval rows (`eval_kind`):
-  "validation"   the hub's validation split (operands up to 50, as the train split)
+  "validation"   the hub's validation split (the selection split: 100 ID50 and 100 OOD100
+                 problems, drawn as the test split is, none of them a test problem)
   "wide"         200 fresh problems with operands up to 100 and at least one above 50, in the
                  hub's wording, none in any hub split: the shape of the test split's OOD100
                  half without its problems, so a decision can weigh it without the test split
@@ -61,17 +65,18 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
     rng, text_rng, out = random.Random(seed), random.Random(seed + 1), []
     while len(out) < n:
         want_three = None   # any structure
-        if kind.endswith("three_digit") or kind == "mix_peak120":
+        if kind.endswith("three_digit") or kind.startswith("mix_peak120"):
             want_three = "mix" not in kind or rng.random() < MIX_SHARE
-        wide = kind == "mix_wide" and rng.random() < MIX_SHARE
+        wide = (kind == "mix_wide" and rng.random() < MIX_SHARE) or (
+            kind == "mix_peak120_wide" and want_three)
         while True:
             p = generate_problem(rng, 100 if wide else stock_arithmetic.MAX_OPERAND)
             key = normalized_problem(p)
             if key in seen or (kind == "hard" and len(stock_arithmetic.features(p, False, False)) < 3):
                 continue
-            if wide and not has_wide_operand(p):
+            if wide and kind == "mix_wide" and not has_wide_operand(p):
                 continue
-            if kind == "mix_peak120" and want_three:
+            if kind.startswith("mix_peak120") and want_three:
                 if max(stock_arithmetic.running(p)) >= 120:
                     break
                 continue

@@ -145,6 +145,9 @@ def correct(rows: list[dict], env: str) -> dict[str, int]:
 # validation example id -> does its running stock reach 100 (from the problem, not a rollout)
 THREE_DIGIT = {str(i): max(running(r["info"]["problem"])) >= 100
                for i, r in enumerate(build_splits(0)["validation"])}
+# validation example id -> its population (ID50 or OOD100: the selection split is drawn from the
+# test split's distribution, so its OOD100 half is where a lift on the test split's shows)
+POPULATION = {str(i): r["info"]["population"] for i, r in enumerate(build_splits(0)["validation"])}
 
 
 def read_eval(path: Path) -> dict:
@@ -183,6 +186,11 @@ def share(res: dict, three: bool) -> str:
     return f"{sum(got) / max(1, len(got)):.3f}"
 
 
+def pop_share(res: dict, pop: str) -> str:
+    got = [v for k, v in res.items() if POPULATION[k] == pop]
+    return f"{sum(got) / max(1, len(got)):.3f}"
+
+
 def acc(res: dict) -> str:
     k, n = sum(res.values()), len(res)
     lo, hi = wilson_interval(k, n)
@@ -194,14 +202,16 @@ def lift(base: dict, res: dict) -> str:
     return f"{p['lift']:+.3f} [{p['lift_ci'][0]:+.3f}, {p['lift_ci'][1]:+.3f}] p={p['p_value']:.3f}"
 
 
-HEADER = (f"{'arm':<22} {'val acc [95% CI]':>22} {'>=100':>6} {'<100':>6} {'three acc [95% CI]':>22} "
+HEADER = (f"{'arm':<22} {'val acc [95% CI]':>22} {'ID50':>6} {'OOD100':>6} {'>=100':>6} {'<100':>6} "
+          f"{'three acc [95% CI]':>22} "
           f"{'wide acc [95% CI]':>22}  {'val lift vs ref [95% CI] p':>34}  {'three lift vs ref':>34}  "
           f"{'wide lift vs ref':>34}  train reward first5 -> last5")
 
 
 def line(label: str, res: dict, ref: dict | None, r: dict | None) -> str:
     c = res
-    out = (f"{label:<22} {acc(c['val']):>22} {share(c['val'], True):>6} {share(c['val'], False):>6} "
+    out = (f"{label:<22} {acc(c['val']):>22} {pop_share(c['val'], 'ID50'):>6} "
+           f"{pop_share(c['val'], 'OOD100'):>6} {share(c['val'], True):>6} {share(c['val'], False):>6} "
            f"{acc(c['three']):>22} {acc(c['wide']):>22}")
     if ref is not None:
         out += "".join(f"  {lift(ref[k], c[k]):>34}" for k in ("val", "three", "wide"))
@@ -274,9 +284,12 @@ def main() -> None:
     ap.add_argument("--arms", default="hub,fresh,hard,fresh*3",
                     help="comma-separated arms after the anchor: hub, fresh, hard, three_digit, "
                     "plain, plain_three_digit; kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep every arm's output (eval rollouts included) under this directory")
     a = ap.parse_args()
     model = resolve_model(a.model)
-    work = Path(tempfile.mkdtemp(prefix="rl-headroom-"))
+    work = a.keep.resolve() if a.keep else Path(tempfile.mkdtemp(prefix="rl-headroom-"))
+    work.mkdir(parents=True, exist_ok=True)
     try:
         if a.sweep:
             print(f"student {getattr(model, 'name', model)}; eval: validation split and 200 fresh "
@@ -305,12 +318,13 @@ def main() -> None:
             print(line(f"{arms[0]} vs {arm}", got[arms[0]], got[arm], None), flush=True)
         n3 = sum(THREE_DIGIT.values())
         print(f"(lifts: the student's for the anchor, the anchor's for every arm, the second arm's "
-              f"for 'A vs B' lines; >=100: the {n3} "
+              f"for 'A vs B' lines; ID50 / OOD100: validation's two halves; >=100: the {n3} "
               f"validation problems whose running stock reaches 100; <100: the other "
               f"{len(THREE_DIGIT) - n3}; three: 200 fresh train-range problems reaching 100; wide: 200 "
               "fresh problems with an operand above 50)")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
