@@ -432,3 +432,17 @@ def test_the_iteration_phase_does_not_branch_on_a_trainer_kind():
             words |= {n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
                       and isinstance(n.value, str)}
             assert not words & (kinds | {"kind"}), (node.lineno, words & (kinds | {"kind"}))
+
+
+def test_the_architecture_maps_count_of_places_naming_a_backend_is_todays():
+    """docs/architecture.md tells whoever adds a trainer how many lines still name a backend; the
+    figure is the grep it prints, run on driver/ now."""
+    import re
+
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    stated = re.search(r'`grep -rn \'"local"\\\|"hosted"\\\|"prime_rl"\' driver` \((\d+) lines in (\d+) files today', doc)
+    assert stated, "the architecture map no longer states the grep's figures"
+    pattern = re.compile(r'"local"|"hosted"|"prime_rl"')
+    hits = {p: sum(bool(pattern.search(line)) for line in p.read_text().splitlines())
+            for p in (ROOT / "driver").rglob("*") if p.is_file() and p.suffix in (".py", ".j2", ".toml", ".md")}
+    assert (int(stated.group(1)), int(stated.group(2))) == (sum(hits.values()), sum(1 for n in hits.values() if n))
