@@ -446,3 +446,43 @@ def test_the_architecture_maps_count_of_places_naming_a_backend_is_todays():
     hits = {p: sum(bool(pattern.search(line)) for line in p.read_text().splitlines())
             for p in (ROOT / "driver").rglob("*") if p.is_file() and p.suffix in (".py", ".j2", ".toml", ".md")}
     assert (int(stated.group(1)), int(stated.group(2))) == (sum(hits.values()), sum(1 for n in hits.values() if n))
+
+
+def test_an_arms_files_are_named_once_in_arm_files():
+    """Every file of an arm's directory is joined to a path by its ArmFiles name, so the set a
+    rejected attempt moves aside (ArmFiles.ATTEMPT) and every reader agree. The exceptions name
+    files that only share a name: the generated package's own copy of its rows and aux rewards
+    (written and checked by envs/), and prime-rl's example configs."""
+    from driver.run.arm_files import ArmFiles
+
+    names = {v for k, v in vars(ArmFiles).items() if k.isupper() and isinstance(v, str)}
+    elsewhere = {"driver/envs/packages.py", "driver/envs/install.py", "driver/backends/prime_rl.py",
+                 "driver/run/arm_files.py"}
+    found = []
+    for path in (ROOT / "driver").rglob("*.py"):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel in elsewhere or rel.startswith("driver/envside/"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)
+                    and isinstance(node.right, ast.Constant) and node.right.value in names):
+                found.append(f"{rel}:{node.lineno} / {node.right.value!r}")
+    assert not found, found
+
+
+def test_a_rejected_attempt_sets_aside_every_file_arm_files_lists(tmp_path, monkeypatch):
+    """One list decides what a rejected attempt leaves behind: a name added to ArmFiles.ATTEMPT
+    is moved aside with the rest, and the brief's promise (TEACHER.md's list) is that list."""
+    from driver.run import arm_files
+    from driver import teachers
+
+    assert teachers.SET_ASIDE is arm_files.ArmFiles.ATTEMPT   # the list TEACHER.md prints
+    monkeypatch.setattr(arm_files.ArmFiles, "ATTEMPT", (*arm_files.ArmFiles.ATTEMPT, "new_output.json"))
+    for name in ("weakness.json", "new_output.json", "train.log"):
+        (tmp_path / name).write_text("x")
+    (tmp_path / "probe").mkdir()
+    moved = arm_files.set_aside_attempt(tmp_path, 2)
+    assert sorted(moved) == ["new_output.json", "probe", "weakness.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "new_output.json.rejected-2", "probe.rejected-2", "train.log", "weakness.json.rejected-2"]
+    assert arm_files.rejected(tmp_path, "probe", 2).is_dir()

@@ -9,6 +9,7 @@ from pathlib import Path
 from driver.context import Ctx
 from driver.gates import hparams
 from driver.run.model import Knobs
+from driver.run.arm_files import ArmFiles
 
 
 @dataclass
@@ -25,11 +26,11 @@ class Arm:
 
     @property
     def out(self) -> Path:
-        return self.dir / "prime_out"
+        return self.dir / ArmFiles.OUT
 
     @property
     def log(self) -> Path:
-        return self.dir / "train.log"
+        return self.dir / ArmFiles.LOG
 
     def final_step(self, steps_per_run: int) -> int:
         return (self.resume_step or 0) + steps_per_run

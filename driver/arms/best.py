@@ -5,6 +5,7 @@ from driver.analysis import evaluation
 from driver.context import Ctx
 from driver.envs.packages import package_name
 from driver.run.files import atomic_write_json, read_json
+from driver.run.arm_files import ArmFiles
 
 
 def best_iteration(ctx: Ctx) -> dict | None:
@@ -21,9 +22,9 @@ def best_iteration(ctx: Ctx) -> dict | None:
     record = {"best_iter": best["iter"], "eval_acc": best["eval_acc"],
               "chosen_on": "selection" if best.get("selection_acc") is not None else "eval",
               "selection_acc": best.get("selection_acc"),
-              "dataset": str(rel / "dataset.jsonl"),
+              "dataset": str(rel / ArmFiles.DATASET),
               "env_dir": str(rel / package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
-              "rl_toml": str(rel / "rl.toml")}
+              "rl_toml": str(rel / ArmFiles.CONFIG)}
     return record
 
 

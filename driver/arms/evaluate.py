@@ -5,7 +5,8 @@ from __future__ import annotations
 from driver import faults
 from driver.analysis import evaluation
 from driver.arms.arm import Arm, eval_knobs
-from driver.arms.train import retire_failed, set_aside
+from driver.arms.train import retire_failed
+from driver.run.arm_files import ArmFiles, set_aside
 from driver.backends import process
 from driver.context import Ctx
 from driver.errors import DriverError
@@ -36,7 +37,7 @@ def measures(ctx: Ctx) -> str:
 
 def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) -> dict:
     """Aggregate the final eval (numbers only) into eval_summary.json and metrics.json."""
-    summary_path = arm.dir / "eval_summary.json"
+    summary_path = arm.dir / ArmFiles.EVAL_SUMMARY
     final = arm.final_step(ctx.state.steps_per_run)
     if summary_path.exists():
         summary = read_json(summary_path)
@@ -54,11 +55,11 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
             # attempt (kept beside the next) so that resuming trains the arm afresh, or, where
             # the eval is a launch of its own, evaluates the trained weights afresh
             if ctx.dialect.separate_final_eval:
-                log = arm.dir / "final_eval.log"
+                log = arm.dir / ArmFiles.FINAL_EVAL_LOG
                 for path in (ctx.dialect.final_eval_dir(arm.out, final), log, process.rc_path(log)):
                     set_aside(path)
             else:
-                (arm.dir / "train_done.json").unlink(missing_ok=True)
+                (arm.dir / ArmFiles.TRAIN_DONE).unlink(missing_ok=True)
                 retire_failed(arm)
             raise
         summary.update(_train_reward(ctx, arm))
@@ -124,7 +125,7 @@ def _billed(ctx: Ctx, arm: Arm) -> dict:
     cost = arm_cost(ctx.rd.path, arm.dir.name)
     if cost is not None:
         out["cost_usd"] = cost
-    marker = arm.dir / "env_installed.json"
+    marker = arm.dir / ArmFiles.ENV_INSTALLED
     hub = read_json(marker).get("hub") if marker.exists() else None
     if isinstance(hub, dict) and hub.get("ref"):
         out["env_hub_ref"] = hub["ref"]

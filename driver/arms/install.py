@@ -12,11 +12,12 @@ from driver.envs.describe import kind_of
 from driver.envs.install import count_rows, install_generated
 from driver.envs.packages import write_package
 from driver.run.files import atomic_write_json, file_sha256, read_json
+from driver.run.arm_files import ArmFiles
 
 
 def install_env(ctx: Ctx, arm: Arm) -> dict:
     """Write the generated package and cleanup-then-install it; record what was installed."""
-    marker = arm.dir / "env_installed.json"
+    marker = arm.dir / ArmFiles.ENV_INSTALLED
     expected = process.count_lines(arm.dataset)
     sha = file_sha256(arm.dataset)
     if marker.exists():
@@ -43,6 +44,6 @@ def publish(ctx: Ctx, arm: Arm, installed: dict) -> dict:
     hub = ctx.trainer.publish_env(pkg_dir)
     if installed.get("hub") != hub:
         installed = {**installed, "hub": hub}
-        atomic_write_json(arm.dir / "env_installed.json", installed)
+        atomic_write_json(arm.dir / ArmFiles.ENV_INSTALLED, installed)
         ctx.say(f"[{arm.name}] pushed {arm.package} to the Environments Hub as {hub['ref']} (private)")
     return installed

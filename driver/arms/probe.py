@@ -18,6 +18,7 @@ from driver.envs import worker
 from driver.errors import DriverError
 from driver.run.files import atomic_write_text
 from driver.run.model import MIN_PROMPTS_PER_STEP, Knobs
+from driver.run.arm_files import ArmFiles
 
 TIMEOUT_S = 3600   # a probe is one batch: an hour is a hung sampler, not a slow one
 
@@ -58,7 +59,7 @@ def run_probe(ctx: Ctx, n: int, arm: Arm, knobs: Knobs, out: Path) -> Sample:
         return Sample(rollouts=out, prompts=prompts)
 
     assert st.iter_0_step is not None, "the probe samples iter_0's checkpoint: iter_0 comes first"
-    model = ctx.dialect.weights_dir(ctx.iter_dir(0) / "prime_out", st.iter_0_step)
+    model = ctx.dialect.weights_dir(ctx.iter_dir(0) / ArmFiles.OUT, st.iter_0_step)
     args = ["--model", str(model), "--env-id", str(arm.package), "--prompts", str(st.probe_prompts),
             "--k", str(st.rollouts_per_example), "--max-tokens", str(knobs.max_completion_tokens),
             "--temperature", str(knobs.temperature), "--seed", str(st.seed),

@@ -9,6 +9,7 @@ from pathlib import Path
 from driver.arms.arm import Arm
 from driver.context import Ctx
 from driver.run.model import Knobs
+from driver.run.arm_files import ArmFiles
 
 
 def hub_train_block(ctx: Ctx) -> dict:
@@ -33,7 +34,7 @@ def rl_toml(ctx: Ctx, arm: Arm, purpose: str, *, knobs: Knobs, eval_knobs: Knobs
         arm=arm.name, purpose=purpose, hub=ctx.hub, knobs=knobs, eval_knobs=eval_knobs,
         train_envs=ctx.dialect.train_sources(arm.package or "", hub_train_block(ctx) if with_hub_rows else None,
                                              arm.source_name, fork_name=ctx.state.iter_0_train_source),
-        resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / "prime_out")
+        resume_step=arm.resume_step, resume_from=ctx.iter_dir(0) / ArmFiles.OUT)
     ctx.dialect.check_rendered(text, expect_resume=arm.resume_step, fork_name=ctx.state.iter_0_train_source)
     return text
 

@@ -19,11 +19,12 @@ from driver.envs.introspect import UnscorableRows, sample_train_rows
 from driver.envs.packages import package_name
 from driver.errors import ControlSkipped
 from driver.run.files import atomic_write_text, read_json
+from driver.run.arm_files import ArmFiles
 
 # writes a control's training rows to `dest` (its dataset.jsonl; files that ride with the rows,
 # such as aux_rewards.py, beside it) given the best iteration's record; returns what they are
 RowSource = Callable[[Ctx, dict, Path], str]
-REPLAYED = ("aux_rewards.py", "hparams.json")   # ride with a replayed dataset
+REPLAYED = (ArmFiles.AUX_REWARDS, ArmFiles.HPARAMS)   # ride with a replayed dataset
 SKIPPED = "skipped, "   # how a skipped control's record in run.json's phase4_errors begins
 
 
@@ -59,7 +60,7 @@ def untargeted(ctx: Ctx, best: dict, dest: Path) -> str:
     carried = carry_best_settings(ctx, best, dest)
     with_settings = f", with iter_{best['best_iter']}'s {', '.join(carried)}" if carried else ""
     if fam is not None and fam.untargeted is not None:
-        weakness = ctx.rd.path / Path(best["dataset"]).parent / "weakness.json"
+        weakness = ctx.rd.path / Path(best["dataset"]).parent / ArmFiles.WEAKNESS
         spec = read_json(weakness) if weakness.exists() else {}
         kept = {k: spec[k] for k in ("style", "surface") if spec.get(k)}
         # both writers write beside `dest` and rename into place
@@ -119,7 +120,7 @@ def iteration(ctx: Ctx, n: int) -> Arm:
     d = ctx.iter_dir(n)
     return Arm(f"iter_{n}", d, resume_step=ctx.state.iter_0_step,
                package=package_name(ctx.state.dataset, f"iter_{n}", ctx.state.env_tag),
-               dataset=d / "dataset.jsonl",
+               dataset=d / ArmFiles.DATASET,
                source_name=package_name(ctx.state.dataset, f"iter_{n}"))
 
 
@@ -127,5 +128,5 @@ def control_arm(ctx: Ctx, spec: ControlArm) -> Arm:
     d = ctx.rd.path / spec.directory
     return Arm(spec.name, d, resume_step=ctx.state.iter_0_step if spec.start == "anchor" else None,
                package=package_name(ctx.state.dataset, spec.name, ctx.state.env_tag),
-               dataset=d / "dataset.jsonl", full_eval=True,
+               dataset=d / ArmFiles.DATASET, full_eval=True,
                source_name=package_name(ctx.state.dataset, spec.name))

@@ -22,6 +22,7 @@ from driver.arms import progress
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.run.model import Knobs
 from driver.run.rundir import now
+from driver.run.arm_files import ArmFiles, set_aside
 from rl_contract import composition
 
 
@@ -31,7 +32,7 @@ def prestage(ctx: Ctx, arm: Arm) -> None:
     (rl_contract: the trainer's and orchestrator's checkpoints and the step's broadcast; the
     HF weights are never read on resume, so they are not copied)."""
     f = arm.resume_step
-    src = ctx.iter_dir(0) / "prime_out"
+    src = ctx.iter_dir(0) / ArmFiles.OUT
     trees = ctx.dialect.resume_trees(src, f)
     missing = [str(t) for t in trees if not t.exists()]
     if missing:
@@ -80,22 +81,13 @@ def preflight(ctx: Ctx, arm: Arm, args: list[str]) -> None:
             f"`driver resume {ctx.rd.path}`.")
 
 
-def set_aside(path: Path) -> None:
-    """Keep a failed attempt's files next to the new ones instead of deleting them."""
-    if path.exists():
-        k = 1
-        while path.with_name(f"{path.name}.failed-{k}").exists():
-            k += 1
-        path.rename(path.with_name(f"{path.name}.failed-{k}"))
-
-
 def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) -> None:
     """Launch (once) and poll until the trainer ends. Re-attaches to a live trainer. Where the
     trainer never evaluates its final weights (the current generation), the final-weights eval
     is a second launch (final_eval) and the arm is trained when both have finished."""
     st = ctx.state
     final = arm.final_step(st.steps_per_run)
-    done_marker = arm.dir / "train_done.json"
+    done_marker = arm.dir / ArmFiles.TRAIN_DONE
     separate_eval = ctx.dialect.separate_final_eval
     if not done_marker.exists():
         _raise_if_aborted(ctx, arm, final)
@@ -137,7 +129,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         final_eval(ctx, arm, final)
 
 
-ABORTED = "aborted.json"
+ABORTED = ArmFiles.ABORTED
 
 
 def _raise_if_aborted(ctx: Ctx, arm: Arm, final: int) -> None:
@@ -165,12 +157,12 @@ def _raise_if_aborted(ctx: Ctx, arm: Arm, final: int) -> None:
 def trained(ctx: Ctx, arm: Arm) -> bool:
     """The arm finished training, and where the final-weights eval is a launch of its own, that
     launch finished with a complete eval file (a torn one is set aside by evaluate)."""
-    if not (arm.dir / "train_done.json").exists():
+    if not (arm.dir / ArmFiles.TRAIN_DONE).exists():
         return False
     if not ctx.dialect.separate_final_eval:
         return True
     final = arm.final_step(ctx.state.steps_per_run)
-    return (ctx.runner().exit_status(arm.dir / "final_eval.log") == 0 and
+    return (ctx.runner().exit_status(arm.dir / ArmFiles.FINAL_EVAL_LOG) == 0 and
             process.count_lines(ctx.dialect.eval_file(arm.out, final)) >= expected_eval_rows(ctx, arm))
 
 
@@ -180,8 +172,8 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
     out = ctx.dialect.final_eval_dir(arm.out, final)
     eval_file = ctx.dialect.eval_file(arm.out, final)
     expected = expected_eval_rows(ctx, arm)
-    log = arm.dir / "final_eval.log"
-    cfg = arm.dir / "evals.toml"
+    log = arm.dir / ArmFiles.FINAL_EVAL_LOG
+    cfg = arm.dir / ArmFiles.FINAL_EVAL_CONFIG
 
     def prepare() -> list[str]:
         for path in (out, log, process.rc_path(log)):
@@ -190,7 +182,7 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
         if not weights.is_dir():   # (its STABLE marker the eval launch checks where it runs)
             raise DriverError(f"[{arm.name}] no final weights at {weights}: the arm's run must "
                               "broadcast its weights to the filesystem. Retrain it: remove "
-                              f"{arm.dir / 'train_done.json'} and `driver resume {ctx.rd.path}`.")
+                              f"{arm.dir / ArmFiles.TRAIN_DONE} and `driver resume {ctx.rd.path}`.")
         text = ctx.dialect.render_final_eval(ctx.hub, eval_knobs(ctx, arm), weights.parent, final, out)
         ctx.dialect.check_final_eval(text)
         atomic_write_text(cfg, text)
@@ -297,7 +289,7 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
     verdict on the dataset, never a halt."""
     import tomli_w
 
-    d = arm.dir / "probe"
+    d = arm.dir / ArmFiles.PROBE_LAUNCH
     probe = Arm(f"{arm.name} probe", d, resume_step=arm.resume_step, package=arm.package,
                 dataset=arm.dataset, source_name=arm.source_name)
     start = arm.resume_step or 0
@@ -306,7 +298,7 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
     if not rows_path.exists() and not aborted_path.exists():
         one_step = knobs.model_copy(update={"batch_size": prompts * knobs.rollouts_per_example,
                                             "steps_per_run": 1})
-        cfg = d / "rl.toml"
+        cfg = d / ArmFiles.CONFIG
         text = rl_toml(ctx, probe, "gradient probe: one step from iter_0 on the generated env",
                       knobs=one_step, eval_knobs=None)
         if not cfg.exists() or cfg.read_text() != text:

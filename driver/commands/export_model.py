@@ -6,6 +6,7 @@ import argparse
 import json
 
 from driver.commands.flags import EXIT_CODES
+from driver.run.arm_files import ArmFiles
 
 NAME = "export-model"
 
@@ -52,7 +53,7 @@ def main(a) -> int:
                              "pass --arm iter_0 or another evaluated arm")
         arm = rec["arm"]
     try:
-        summary_path = table.arm_dir(ctx, arm) / "eval_summary.json"
+        summary_path = table.arm_dir(ctx, arm) / ArmFiles.EVAL_SUMMARY
     except (KeyError, ValueError, IndexError):
         raise UsageError(f"--arm {arm} names no arm: iter_N, or one of "
                          + ", ".join(c.name for c in table.CONTROLS)) from None

@@ -204,18 +204,20 @@ def extend(ctx, limits: dict, reopen: bool) -> None:
     their metrics.json entries dropped), then saves run.json: a driver killed in between leaves
     the run as it was, and the same command finishes the job."""
     from driver.arms import table
+    from driver.run.arm_files import aside
+    from driver.run.arm_files import set_aside as put_aside
     from driver.run.files import atomic_write_json
 
     set_aside: list[str] = []
     if reopen:
         dirs = [ctx.rd.path / c.directory for c in table.CONTROLS]
-        k = 1
-        while any(d.with_name(f"{d.name}.before-{k}").exists() for d in dirs):
+        k = 1   # one number for all of them: the controls of one reopening stay together
+        while any(aside(d, "before", k).exists() for d in dirs):
             k += 1
         for d in dirs:
-            if d.exists():
-                d.rename(d.with_name(f"{d.name}.before-{k}"))
-                set_aside.append(f"{d.name}.before-{k}")
+            moved = put_aside(d, "before", k)
+            if moved is not None:
+                set_aside.append(moved.name)
         m = ctx.rd.load_metrics()
         if m["controls"]:   # each set-aside directory keeps its eval_summary.json
             m["controls"] = []

@@ -7,6 +7,7 @@ import sys
 
 from driver.commands.flags import EXIT_CODES
 from driver.gates import rules
+from driver.run.arm_files import ArmFiles
 
 NAME = "validate"
 
@@ -58,7 +59,7 @@ def main(a) -> int:
         raise UsageError(str(e)) from None
     weakness_json = weakness.load(a.weakness)
     report = dataset.check(Path(a.dataset), weakness_json, [Path(p) for p in a.prior], fingerprints, scored)
-    aux = Path(a.dataset).resolve().parent / "aux_rewards.py"
+    aux = Path(a.dataset).resolve().parent / ArmFiles.AUX_REWARDS
     if aux.exists():   # the same lines the dataset phase adds: static, then run on every row
         from driver.gates import aux_rewards
 

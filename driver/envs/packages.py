@@ -10,6 +10,7 @@ from driver import resources
 from driver.envs import envside, tasksets
 from driver.envs.describe import hub_requirement, kind_of, row_truth
 from driver.errors import DriverError
+from driver.run.arm_files import ArmFiles
 from generators.core import module_name
 
 
@@ -27,7 +28,7 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     the env's own state (hub_env.json's reward_reads_env_state), envside/row_truth.py ships
     beside the module, which scores that reward from each row's info.entry. A taskset hub gets a
     taskset package instead (tasksets.write_package)."""
-    aux = Path(dataset_path).parent / "aux_rewards.py"
+    aux = Path(dataset_path).parent / ArmFiles.AUX_REWARDS
     if kind_of(hub) == tasksets.KIND:
         if aux.exists():
             raise DriverError(

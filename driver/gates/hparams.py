@@ -16,8 +16,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from driver.gates.dataset import GateReport
+from driver.run.arm_files import ArmFiles
 
-FILE = "hparams.json"
+FILE = ArmFiles.HPARAMS
 PINNED = ("max_steps", "steps_per_run", "batch_size", "rollouts_per_example", "group_size")
 
 

@@ -19,6 +19,7 @@ from driver.context import Ctx
 from driver.errors import ControlSkipped, DriverError, StillRunning
 from driver.reporting import scratchpad
 from driver.run.files import atomic_write_text
+from driver.run.arm_files import ArmFiles
 
 
 def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
@@ -32,7 +33,7 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
         if not arm.dataset.exists():   # written last by every row source: present means complete
             ctx.say(f"[{spec.name}] {spec.rows(ctx, best, arm.dataset)}")
         install_env(ctx, arm)
-        cfg = arm.dir / "rl.toml"
+        cfg = arm.dir / ArmFiles.CONFIG
         if not cfg.exists():
             atomic_write_text(cfg, rl_toml(ctx, arm, spec.purpose, knobs=train_knobs(ctx, arm),
                                           eval_knobs=eval_knobs(ctx, arm),

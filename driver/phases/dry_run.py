@@ -17,6 +17,7 @@ from driver.arms.render import ITERATION_PURPOSE, rl_toml
 from driver.context import Ctx
 from driver.phases import setup
 from driver.run.files import atomic_write_text
+from driver.run.arm_files import ArmFiles
 from rl_contract import composition
 
 
@@ -26,7 +27,7 @@ def render(ctx: Ctx) -> list[Path]:
     written = setup.iter0_configs(ctx)
     # iter_0's launch exactly as it will be composed (files, then flags)
     args = [x for p in written for x in ("@", str(p))]
-    args += ctx.dialect.iter0_overrides(ctx.knobs, ctx.iter_dir(0) / "prime_out")
+    args += ctx.dialect.iter0_overrides(ctx.knobs, ctx.iter_dir(0) / ArmFiles.OUT)
     ctx.dialect.check_effective(composition.compose(args))
     anchor = st.steps_per_run   # iter_0's final step, which every anchored arm resumes from
     examples = [(table.iteration(ctx, 1), ITERATION_PURPOSE, None)]
@@ -35,7 +36,7 @@ def render(ctx: Ctx) -> list[Path]:
         arm.resume_step = None if spec is not None and spec.start == "base" else anchor
         text = rl_toml(ctx, arm, purpose, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
                       with_hub_rows=spec is not None and spec.with_hub_rows)
-        path = ctx.rd.path / "dry_run" / arm.name / "rl.toml"
+        path = ctx.rd.path / "dry_run" / arm.name / ArmFiles.CONFIG
         atomic_write_text(path, text)
         written.append(path)
     ctx.rendered_only()

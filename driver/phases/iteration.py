@@ -32,6 +32,7 @@ from driver.arms.train import train
 from driver.arms.train import trained as arm_trained
 from driver.run.files import (atomic_write_json, atomic_write_text, file_sha256, iter_jsonl,
                               read_json)
+from driver.run.arm_files import ArmFiles, rejected, set_aside_attempt
 
 MAX_FAILURE_ROWS = 200
 SAMPLE_STEPS = 10   # train steps whose rollouts (id, info, reward) give the teacher pass rates
@@ -53,7 +54,7 @@ def train_window(ctx: Ctx, k: int) -> tuple[int, int]:
 def _source_iteration(ctx: Ctx, n: int) -> int:
     """The latest iteration before n that has train rollouts (a skipped one has none)."""
     for k in range(n - 1, -1, -1):
-        out = ctx.iter_dir(k) / "prime_out"
+        out = ctx.iter_dir(k) / ArmFiles.OUT
         if ctx.dialect.latest_train_step(out, *train_window(ctx, k)) is not None:
             return k
     raise DriverError("no train rollouts found in any earlier iteration")
@@ -84,7 +85,7 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
     its `step`, its whole completion (a multi-turn episode's every reply and env message, in
     order) and what stopped it. Reads the steps through the dialect's layout."""
     k = _source_iteration(ctx, n)
-    out = ctx.iter_dir(k) / "prime_out"
+    out = ctx.iter_dir(k) / ArmFiles.OUT
     steps = ctx.dialect.train_steps(out, *train_window(ctx, k))[-SAMPLE_STEPS:]
     sample, by_step = [], {}
     for s in steps:
@@ -94,8 +95,8 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
         by_step[t] = [r for r in ctx.dialect.train_rows(out, s) if not r.get("errored")]
         sample += [{"step": t, **{key: r.get(key) for key in SAMPLE_KEYS}} for r in by_step[t]]
     rows = lowest_across_steps(by_step, MAX_FAILURE_ROWS)
-    folder = ctx.iter_dir(n) / "teacher_input"
-    sample_path, failures_path = folder / "train_sample.jsonl", folder / "failures.jsonl"
+    folder = ctx.iter_dir(n) / ArmFiles.TEACHER_INPUT
+    sample_path, failures_path = folder / ArmFiles.TRAIN_SAMPLE, folder / ArmFiles.FAILURES
     atomic_write_text(sample_path, "".join(json.dumps(r) + "\n" for r in sample))
     atomic_write_text(failures_path, "".join(
         json.dumps({"idx": i, "step": r["step"], **{key: r.get(key) for key in FAILURE_KEYS},
@@ -122,11 +123,11 @@ def write_weakness_diff(ctx: Ctx, n: int, sample_path: Path) -> Path | None:
     from driver.analysis import weakness_diff
 
     k = _source_iteration(ctx, n)
-    weakness_path = ctx.iter_dir(k) / "weakness.json"
+    weakness_path = ctx.iter_dir(k) / ArmFiles.WEAKNESS
     if k < 1 or not weakness_path.exists():
         return None
-    out = ctx.iter_dir(k) / "prime_out"
-    probe_rows = ctx.iter_dir(k) / "probe_rollouts.jsonl"
+    out = ctx.iter_dir(k) / ArmFiles.OUT
+    probe_rows = ctx.iter_dir(k) / ArmFiles.PROBE_ROLLOUTS
     if probe_rows.exists():
         before_rows = [r for _, r in iter_jsonl(probe_rows) if isinstance(r, dict)]
         before, first = {"source": "probe", "steps": None}, []
@@ -142,7 +143,7 @@ def write_weakness_diff(ctx: Ctx, n: int, sample_path: Path) -> Path | None:
     diff = weakness_diff.compute(read_json(weakness_path), before_rows, after_rows, iteration=k,
                                  before=before, after={"source": "last_train_steps",
                                                        "steps": after_steps})
-    path = ctx.iter_dir(n) / "teacher_input" / weakness_diff.FILE
+    path = ctx.iter_dir(n) / ArmFiles.TEACHER_INPUT / weakness_diff.FILE
     atomic_write_json(path, diff)
     return path
 
@@ -163,22 +164,22 @@ def weakness(ctx: Ctx, n: int) -> None:
     diff = write_weakness_diff(ctx, n, sample)
     # the last rejection: its reasons (the gate's lines or the probe's verdict) and, when the
     # probe rejected it, the probe's numbers (its record is set aside with the attempt)
-    attempts = read_json(d / "attempts.json") if (d / "attempts.json").exists() else {}
-    probe_path = d / f"probe.json.rejected-{attempts.get('attempts', 0)}"
+    attempts = read_json(d / ArmFiles.ATTEMPTS) if (d / ArmFiles.ATTEMPTS).exists() else {}
+    probe_path = rejected(d, ArmFiles.PROBE_RECORD, attempts.get("attempts", 0))
     source = _source_iteration(ctx, n)
     brief = teachers.Brief(
         run_dir=ctx.rd.path, iter_dir=d, iteration=n, hub=ctx.hub, failures_path=failures,
         failures_step=step, eval_accs=eval_accs(ctx),
         accs_split="selection" if ctx.hub.get("selection") else "eval",
         train_sample_path=sample,
-        prior_reports=[ctx.iter_dir(k) / "weakness_report.md" for k in range(1, n)
-                       if (ctx.iter_dir(k) / "weakness_report.md").exists()],
+        prior_reports=[ctx.iter_dir(k) / ArmFiles.WEAKNESS_REPORT for k in range(1, n)
+                       if (ctx.iter_dir(k) / ArmFiles.WEAKNESS_REPORT).exists()],
         last_gate=attempts.get("last_failures", []),
         last_probe=read_json(probe_path) if probe_path.exists() else None, seed=ctx.state.seed,
         attempt=attempts.get("attempts", 0), weakness_diff_path=diff,
         retries=ctx.state.teacher_retries, attempt_history=attempts.get("history", []),
         skipped=[skipped_record(ctx, m) for m in range(source + 1, n)
-                 if (ctx.iter_dir(m) / "skipped.json").exists()])
+                 if (ctx.iter_dir(m) / ArmFiles.SKIPPED).exists()])
     faults.point("weakness:before-teacher")
     teachers.get(ctx.state).teach(brief)
     scratchpad.render(ctx)
@@ -190,9 +191,9 @@ def weakness(ctx: Ctx, n: int) -> None:
 def dataset(ctx: Ctx, n: int) -> str:
     """Returns "ok", "retry" (back to the teacher with the gate's lines) or "skip"."""
     d = ctx.iter_dir(n)
-    record = d / "dataset_record.json"
-    if record.exists() and (d / "dataset.jsonl").exists() and \
-            read_json(record).get("dataset_sha256") == file_sha256(d / "dataset.jsonl"):
+    record = d / ArmFiles.DATASET_RECORD
+    if record.exists() and (d / ArmFiles.DATASET).exists() and \
+            read_json(record).get("dataset_sha256") == file_sha256(d / ArmFiles.DATASET):
         return "ok"
     faults.point("dataset:before-generator")
     # where the phase's time goes (bench/driver_overhead.py prints it): the generator's run,
@@ -203,26 +204,26 @@ def dataset(ctx: Ctx, n: int) -> str:
     faults.point("dataset:after-generator")
     failures: list[str]
     if run["ok"]:
-        weakness_json = load_weakness(d / "weakness.json")
-        prior = [ctx.iter_dir(k) / "dataset.jsonl" for k in range(1, n)
-                 if (ctx.iter_dir(k) / "dataset_record.json").exists()]
+        weakness_json = load_weakness(d / ArmFiles.WEAKNESS)
+        prior = [ctx.iter_dir(k) / ArmFiles.DATASET for k in range(1, n)
+                 if (ctx.iter_dir(k) / ArmFiles.DATASET_RECORD).exists()]
         t0 = time.monotonic()
         try:   # the ACCURATE pillar: the hub rubric scores every row's reasoning
-            scored = accuracy.score_hub_rows(ctx.trainer.python, ctx.hub, d / "dataset.jsonl")
+            scored = accuracy.score_hub_rows(ctx.trainer.python, ctx.hub, d / ArmFiles.DATASET)
         except RuntimeError as e:
             raise DriverError(f"[iter_{n}] {e}\nThe hub env loaded at introspection; check "
                               f"{ctx.trainer.python} still has it, then `driver resume`.") from None
         seconds["hub_rubric"], t0 = time.monotonic() - t0, time.monotonic()
-        report = check_dataset(d / "dataset.jsonl", weakness_json, prior,
+        report = check_dataset(d / ArmFiles.DATASET, weakness_json, prior,
                                decontam.cached_fingerprints(ctx.rd.path, ctx.trainer.python, ctx.hub),
                                scored)
-        if (d / "aux_rewards.py").exists():
-            report.lines += aux_rewards.check_with_rows(ctx.trainer.python, d / "aux_rewards.py",
-                                                        weakness_json, d / "dataset.jsonl").lines
+        if (d / ArmFiles.AUX_REWARDS).exists():
+            report.lines += aux_rewards.check_with_rows(ctx.trainer.python, d / ArmFiles.AUX_REWARDS,
+                                                        weakness_json, d / ArmFiles.DATASET).lines
         report.lines += hparams.check(d).lines
         seconds["gate"] = time.monotonic() - t0
         failures = report.failures()
-        atomic_write_json(d / "gate_report.json", {**report.to_json(), "failures": failures,
+        atomic_write_json(d / ArmFiles.GATE_REPORT, {**report.to_json(), "failures": failures,
                                                    "seconds": rounded(seconds)})
         if report.passed:
             atomic_write_json(record, {**run, "rows": report.rows})
@@ -230,7 +231,7 @@ def dataset(ctx: Ctx, n: int) -> str:
             return "ok"
     else:
         failures = [f"generator: {run['reason']}"]
-        atomic_write_json(d / "gate_report.json", {"passed": False, "failures": failures,
+        atomic_write_json(d / ArmFiles.GATE_REPORT, {"passed": False, "failures": failures,
                                                    "seconds": rounded(seconds)})
     return reject(ctx, n, failures)
 
@@ -241,7 +242,7 @@ def rounded(seconds: dict) -> dict:
 
 def tried(iter_dir: Path) -> str:
     """What an attempt aimed at, in one line: its weakness.json's buckets and rows."""
-    path = iter_dir / "weakness.json"
+    path = iter_dir / ArmFiles.WEAKNESS
     try:
         alloc = read_json(path).get("allocations") or {}
     except (OSError, ValueError, AttributeError):
@@ -255,7 +256,7 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
     reasons and what it tried, for the next brief (this iteration's, or the next iteration's
     when this one is skipped)."""
     d = ctx.iter_dir(n)
-    attempts_path = d / "attempts.json"
+    attempts_path = d / ArmFiles.ATTEMPTS
     before = read_json(attempts_path) if attempts_path.exists() else {}
     attempts = before.get("attempts", 0) + 1
     history = before.get("history", []) + [{"attempt": attempts, "failures": failures, "tried": tried(d)}]
@@ -264,12 +265,9 @@ def reject(ctx: Ctx, n: int, failures: list[str]) -> str:
             + "; ".join(failures[:4]))
     # set the teacher's outputs and their products aside, so all are written again
     # (the probe's rollouts too: the built-in teacher reads every attempt's, see surface_reach)
-    for name in teachers.SET_ASIDE:
-        p = d / name
-        if p.exists():
-            p.rename(d / f"{name}.rejected-{attempts}")
+    set_aside_attempt(d, attempts)
     if attempts >= ctx.state.teacher_retries:
-        atomic_write_json(d / "skipped.json", {"reason": "no dataset passed the gate and the probe",
+        atomic_write_json(d / ArmFiles.SKIPPED, {"reason": "no dataset passed the gate and the probe",
                                                "failures": failures, "attempts": attempts,
                                                "history": history})
         return "skip"
@@ -285,14 +283,14 @@ def probe(ctx: Ctx, n: int) -> str:
     from driver.analysis import diagnose
 
     d = ctx.iter_dir(n)
-    record_path = d / "probe.json"
-    sha = file_sha256(d / "dataset.jsonl")
+    record_path = d / ArmFiles.PROBE_RECORD
+    sha = file_sha256(d / ArmFiles.DATASET)
     rec = read_json(record_path) if record_path.exists() else {}
     if rec.get("dataset_sha256") != sha:
         st = ctx.state
         arm = table.iteration(ctx, n)
         # the student samples as this iteration will train
-        got = run_probe(ctx, n, arm, train_knobs(ctx, arm), d / "probe_rollouts.jsonl")
+        got = run_probe(ctx, n, arm, train_knobs(ctx, arm), d / ArmFiles.PROBE_ROLLOUTS)
         if got.skipped is not None:
             rec = {"dataset_sha256": sha, "skipped": got.skipped}
         elif got.aborted is not None:
@@ -335,7 +333,7 @@ def environment(ctx: Ctx, n: int) -> None:
 
 def train_iteration(ctx: Ctx, n: int) -> None:
     arm = table.iteration(ctx, n)
-    cfg = arm.dir / "rl.toml"
+    cfg = arm.dir / ArmFiles.CONFIG
     if not cfg.exists():
         atomic_write_text(cfg, rl_toml(ctx, arm, ITERATION_PURPOSE, knobs=train_knobs(ctx, arm),
                                       eval_knobs=eval_knobs(ctx, arm)))
@@ -350,7 +348,7 @@ def trained(ctx: Ctx, n: int) -> bool:
 
 def evaluate_iteration(ctx: Ctx, n: int) -> None:
     arm = table.iteration(ctx, n)
-    rows = read_json(arm.dir / "dataset_record.json")["rows"]
+    rows = read_json(arm.dir / ArmFiles.DATASET_RECORD)["rows"]
     summary = eval_arm(ctx, arm, rows=rows)
     metrics = {m["iter"]: m for m in ctx.rd.load_metrics()["iters"]}
     iter0 = metrics.get(0, {}).get("eval_acc")
@@ -372,7 +370,7 @@ def hparams_record(ctx: Ctx, n: int) -> dict:
 
 def teacher_usage(ctx: Ctx, n: int) -> dict:
     """{"teacher_usage": {...}} when the teacher spent tokens on this iteration (LLM teacher)."""
-    p = ctx.iter_dir(n) / "teacher_usage.json"
+    p = ctx.iter_dir(n) / ArmFiles.TEACHER_USAGE
     if not p.exists():
         return {}
     u = read_json(p)
@@ -381,7 +379,7 @@ def teacher_usage(ctx: Ctx, n: int) -> dict:
 
 
 def probe_figures(ctx: Ctx, n: int) -> dict:
-    p = ctx.iter_dir(n) / "probe.json"
+    p = ctx.iter_dir(n) / ArmFiles.PROBE_RECORD
     if not p.exists():
         return {}
     return {"probe": {k: v for k, v in read_json(p).items() if k != "dataset_sha256"}}
@@ -390,7 +388,7 @@ def probe_figures(ctx: Ctx, n: int) -> dict:
 def skipped_record(ctx: Ctx, m: int) -> dict:
     """A skipped iteration, for the next brief: its attempts, each one's reasons (the gate's
     lines or the probe's verdict) and what it tried, and where its files were set aside."""
-    rec = read_json(ctx.iter_dir(m) / "skipped.json")
+    rec = read_json(ctx.iter_dir(m) / ArmFiles.SKIPPED)
     return {"iteration": m, "reason": rec["reason"], "dir": str(ctx.iter_dir(m)),
             "attempts": rec.get("history") or [{"attempt": rec.get("attempts"), "failures": rec["failures"],
                                                 "tried": "not recorded"}]}
@@ -401,8 +399,8 @@ def record_abort(ctx: Ctx, n: int, e) -> None:
     no group to train on, mid-arm: the student saturated the rows): the iteration is recorded
     as skipped with prime-rl's reason, and the loop goes on; the attempt is kept aside."""
     d = ctx.iter_dir(n)
-    if not (d / "skipped.json").exists():
-        atomic_write_json(d / "skipped.json", {
+    if not (d / ArmFiles.SKIPPED).exists():
+        atomic_write_json(d / ArmFiles.SKIPPED, {
             "reason": "prime-rl aborted the arm: its zero-advantage filter left nothing to train on",
             "failures": [f"prime-rl: {e.reason}"], "attempts": 0})
     ctx.say(f"[iter_{n}] {e}; the iteration is recorded as skipped, the attempt kept aside")
@@ -410,7 +408,7 @@ def record_abort(ctx: Ctx, n: int, e) -> None:
 
 
 def record_skip(ctx: Ctx, n: int) -> None:
-    reason = read_json(ctx.iter_dir(n) / "skipped.json")
+    reason = read_json(ctx.iter_dir(n) / ArmFiles.SKIPPED)
     ctx.rd.upsert_metric("iters", "iter", {"iter": n, "skipped": True,
                                            "reason": reason["reason"],
                                            "failures": reason["failures"][:10],

@@ -19,6 +19,7 @@ from driver.arms.arm import Arm, shared_settings
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.train import train
 from driver.run.files import atomic_write_json, atomic_write_text
+from driver.run.arm_files import ArmFiles
 
 
 def introspect(ctx: Ctx) -> None:
@@ -180,17 +181,17 @@ class InitSource:
 
     @property
     def out(self) -> Path:
-        return self.arm / "prime_out"
+        return self.arm / ArmFiles.OUT
 
 
 def resolve_init_from(src: Path) -> InitSource:
     """Which of the three --init-from accepts `src` is; a UsageError naming them when none."""
     src = Path(src)
-    if (src / "run.json").is_file() and (src / "iter_0").is_dir() and not (src / "prime_out").exists():
+    if (src / "run.json").is_file() and (src / "iter_0").is_dir() and not (src / ArmFiles.OUT).exists():
         return InitSource("run", src, src / "iter_0")
     if src.name == "iter_0" and (src.parent / "run.json").is_file():
         return InitSource("iter_0", src.parent, src)
-    if (src / "prime_out").is_dir():
+    if (src / ArmFiles.OUT).is_dir():
         return InitSource("prime_out", src, src)
     raise UsageError(
         f"--init-from {src} is none of what it reuses: a run directory this driver made "
@@ -230,7 +231,7 @@ def init_from_source(state, dialect) -> tuple[InitSource, int]:
     given = Path(str(state.init_from))
     source = resolve_init_from(given)
     if source.kind != "prime_out":
-        unfinished = [n for n in ("train_done.json", "eval_summary.json")
+        unfinished = [n for n in (ArmFiles.TRAIN_DONE, ArmFiles.EVAL_SUMMARY)
                       if not (source.arm / n).is_file()]
         if unfinished:
             raise UsageError(
@@ -273,7 +274,7 @@ def _reused_eval_config(ctx: Ctx, source: InitSource, arm: Arm, measured: bool) 
 
     if measured:
         return eval_config(ctx, arm)
-    prior = source.arm / "eval_summary.json"
+    prior = source.arm / ArmFiles.EVAL_SUMMARY
     recorded = read_json(prior).get("eval_config") if prior.is_file() else None
     return recorded if isinstance(recorded, dict) else {"unknown": True}
 
@@ -289,7 +290,7 @@ def init_from(ctx: Ctx) -> None:
 
     source, f = init_from_source(ctx.state, ctx.dialect)
     out = source.out
-    dst = ctx.iter_dir(0) / "prime_out"
+    dst = ctx.iter_dir(0) / ArmFiles.OUT
     trees = [*ctx.dialect.resume_trees(out, f), ctx.dialect.weights_dir(out, f),
              ctx.dialect.rollouts_dir(out)]
     if ctx.dialect.separate_final_eval:
@@ -310,8 +311,8 @@ def init_from(ctx: Ctx) -> None:
     summary.update({"source": "init-from", "final_step": f, "rows": None,
                     "checkpoint": str(ctx.dialect.weights_dir(out, f)),
                     "eval_config": _reused_eval_config(ctx, source, arm, measured=measured_here)})
-    atomic_write_json(ctx.iter_dir(0) / "eval_summary.json", summary)
-    atomic_write_json(ctx.iter_dir(0) / "train_done.json", {"final_step": f, "source": "init-from"})
+    atomic_write_json(ctx.iter_dir(0) / ArmFiles.EVAL_SUMMARY, summary)
+    atomic_write_json(ctx.iter_dir(0) / ArmFiles.TRAIN_DONE, {"final_step": f, "source": "init-from"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))
     ctx.anchored("init-from", str(source.arm), f)
     scratchpad.render(ctx)

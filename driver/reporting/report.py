@@ -9,6 +9,7 @@ from driver.backends import spent_usd
 from driver.context import Ctx
 from driver.reporting import summary
 from driver.run.files import atomic_write_text
+from driver.run.arm_files import ArmFiles
 
 
 def _plot_accuracy(rows: list[dict], path: Path) -> None:
@@ -63,7 +64,7 @@ def _weakness_diffs(ctx: Ctx, m: dict) -> list[str]:
 
     out = []
     for it in sorted(m["iters"], key=lambda x: x["iter"]):
-        p = ctx.iter_dir(it["iter"]) / "teacher_input" / weakness_diff.FILE
+        p = ctx.iter_dir(it["iter"]) / ArmFiles.TEACHER_INPUT / weakness_diff.FILE
         if p.exists():
             diff = json.loads(p.read_text())
             out += ["", f"### iter_{it['iter']}'s brief: iter_{diff['iteration']}'s weaknesses, "

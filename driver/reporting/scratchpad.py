@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from driver.run.files import atomic_write_text, read_json
+from driver.run.arm_files import ArmFiles
 
 # section (5) of a teacher's entry, the one the driver fills: "### (5) Results" as TEACHER.md
 # asks, and the spellings teachers use for it ("### 5. Results", "## (5) Results: pending")
@@ -67,7 +68,7 @@ def _diff_results(ctx, n: int) -> str:
 
     m = n + 1
     while ctx.iter_dir(m).exists():
-        p = ctx.iter_dir(m) / "teacher_input" / weakness_diff.FILE
+        p = ctx.iter_dir(m) / ArmFiles.TEACHER_INPUT / weakness_diff.FILE
         if p.exists():
             diff = read_json(p)
             if diff.get("iteration") == n:
@@ -87,7 +88,7 @@ def render(ctx, final_table: str | None = None) -> None:
            *([f"trainer: a stand-in ({st.trainer_stand_in}), not prime-rl"] if st.trainer_stand_in else []),
            ""]
     metrics = {m["iter"]: m for m in rd.load_metrics()["iters"]}
-    s0 = ctx.iter_dir(0) / "eval_summary.json"
+    s0 = ctx.iter_dir(0) / ArmFiles.EVAL_SUMMARY
     if s0.exists():
         s = read_json(s0)
         out += ["## Iteration 0 — baseline",
@@ -97,10 +98,10 @@ def render(ctx, final_table: str | None = None) -> None:
     n = 1
     while ctx.iter_dir(n).exists():
         d = ctx.iter_dir(n)
-        entry_path = d / "scratchpad_entry.md"
+        entry_path = d / ArmFiles.SCRATCHPAD_ENTRY
         if entry_path.exists():
             entry = entry_path.read_text()
-            summary = read_json(d / "eval_summary.json") if (d / "eval_summary.json").exists() else None
+            summary = read_json(d / ArmFiles.EVAL_SUMMARY) if (d / ArmFiles.EVAL_SUMMARY).exists() else None
             results = _results(metrics.get(n, {}), summary) + _diff_results(ctx, n)
             entry = _RESULTS.sub(lambda m: m.group(1) + "\n" + results, entry) if _RESULTS.search(entry) \
                 else entry + "\n### (5) Results\n" + results

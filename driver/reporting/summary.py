@@ -9,10 +9,11 @@ from driver.arms import table
 from driver.arms.best import best_iteration
 from driver.context import Ctx
 from driver.run.files import read_json
+from driver.run.arm_files import ArmFiles
 
 
 def arm_summary(ctx: Ctx, name: str) -> dict | None:
-    p = table.arm_dir(ctx, name) / "eval_summary.json"
+    p = table.arm_dir(ctx, name) / ArmFiles.EVAL_SUMMARY
     return read_json(p) if p.exists() else None
 
 

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
+from driver.run.arm_files import ArmFiles
 from driver.run.model import TEACHER_NAMES
 
-OUTPUTS = ("weakness_report.md", "weakness.json", "gen_dataset.py", "scratchpad_entry.md")
+OUTPUTS = ArmFiles.TEACHER_OUTPUTS
 # what a rejected attempt leaves that is set aside as NAME.rejected-<attempt> (the teacher's
 # files and what the driver made of them), so all are written again; TEACHER.md lists them
-SET_ASIDE = (*OUTPUTS, "hparams.json", "aux_rewards.py", "dataset.jsonl", "dataset_record.json",
-             "probe.json", "probe_rollouts.jsonl", "probe")
+SET_ASIDE = ArmFiles.ATTEMPT
 
 
 @dataclass

@@ -6,6 +6,7 @@ from driver.errors import WaitingForTeacher
 from driver.gates import hparams, rules
 from driver.run.files import atomic_write_text
 from driver.teachers import OUTPUTS, SET_ASIDE, Brief, outputs_present
+from driver.run.arm_files import ArmFiles
 
 
 class AgentTeacher:
@@ -18,8 +19,8 @@ class AgentTeacher:
             b=brief, outputs=OUTPUTS, hub=brief.hub, rules=rules, set_aside=SET_ASIDE,
             hparams_bounds=hparams.bounds_markdown(),
             prior=[str(p) for p in brief.prior_reports],
-            prior_datasets=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports
-                            if (p.parent / "dataset.jsonl").exists()])
+            prior_datasets=[str(p.parent / ArmFiles.DATASET) for p in brief.prior_reports
+                            if (p.parent / ArmFiles.DATASET).exists()])
         path = brief.iter_dir / "TEACHER.md"
         atomic_write_text(path, text)
         raise WaitingForTeacher(path)

@@ -16,6 +16,7 @@ from driver.errors import DriverError
 from driver.gates.rules import MIN_FEATURE_SHARE
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.teachers import Brief, builtin_refusal, outputs_present
+from driver.run.arm_files import ArmFiles
 from generators import Family, family_for
 from rl_contract.classic import (
     SUCCESS_THRESHOLD,  # a rollout passes at a reward >= this
@@ -87,7 +88,7 @@ def choose_style(brief: Brief, fam: Family) -> str | None:
     if p and not p.get("passed", True) and p.get("all_solved") == 0:
         return "plain"
     for k in range(1, brief.iteration):
-        w = brief.run_dir / f"iter_{k}" / "weakness.json"
+        w = brief.run_dir / f"iter_{k}" / ArmFiles.WEAKNESS
         if w.exists() and json.loads(w.read_text()).get("style") == "plain":
             return "plain"
     return styles[0]
@@ -180,7 +181,7 @@ def earlier_aim(brief: Brief) -> dict | None:
     a student that the next arm does not start from, on rows the teacher chose (already bunched
     in the range, so their failures say more about that choice than about the student's edge)."""
     for k in range(1, brief.iteration):
-        w = brief.run_dir / f"iter_{k}" / "weakness.json"
+        w = brief.run_dir / f"iter_{k}" / ArmFiles.WEAKNESS
         aim = json.loads(w.read_text()).get("aim") if w.exists() else None
         if aim:
             return {**aim, "found_in": aim.get("found_in", f"iter_{k}")}
@@ -324,15 +325,15 @@ class BuiltinTeacher:
         skeletons = [fam.skeleton(skeleton_source(brief, i, r), r.get("info") or {})
                      for i, r, _ in probs if failed(r)]
         d = brief.iter_dir
-        atomic_write_json(d / "weakness.json", weakness)
+        atomic_write_json(d / ArmFiles.WEAKNESS, weakness)
         atomic_write_json(d / "skeletons.json", skeletons)
-        atomic_write_text(d / "weakness_report.md", self._report(brief, weakness, len(rows), n_failed)
+        atomic_write_text(d / ArmFiles.WEAKNESS_REPORT, self._report(brief, weakness, len(rows), n_failed)
                           + self._diff_section(brief, weakness))
-        atomic_write_text(d / "gen_dataset.py", gen_script(
+        atomic_write_text(d / ArmFiles.GENERATOR, gen_script(
             fam.module, seed=brief.seed * 1000 + brief.iteration * 10 + brief.attempt,
-            prior=[str(p.parent / "dataset.jsonl") for p in brief.prior_reports],
+            prior=[str(p.parent / ArmFiles.DATASET) for p in brief.prior_reports],
             style=style, surface=surface))
-        atomic_write_text(d / "scratchpad_entry.md",
+        atomic_write_text(d / ArmFiles.SCRATCHPAD_ENTRY,
                           self._entry(brief, weakness, len(rows), n_failed, fam.data_plan))
 
     def _report(self, brief: Brief, w: dict, n: int, n_failed: int) -> str:

@@ -22,6 +22,7 @@ import psutil
 from driver import faults
 from driver.backends import process
 from driver.run.files import file_sha256
+from driver.run.arm_files import ArmFiles
 
 TIMEOUT_S = 600
 MEMORY_BYTES = 4 * 1024 ** 3
@@ -73,13 +74,13 @@ def _stop_leftover(pid_file: Path) -> None:
 def run(iter_dir: Path, timeout: float = TIMEOUT_S) -> dict:
     """Run gen_dataset.py. Only the script writes dataset.jsonl: a stale one is removed first,
     and the hashes of both the script and the dataset are recorded."""
-    script = iter_dir / "gen_dataset.py"
-    out = iter_dir / "dataset.jsonl"
+    script = iter_dir / ArmFiles.GENERATOR
+    out = iter_dir / ArmFiles.DATASET
     pid_file = iter_dir / "gen_dataset.pid"
     _stop_leftover(pid_file)
     if out.exists():
         out.unlink()
-    log = iter_dir / "gen_dataset.log"
+    log = iter_dir / ArmFiles.GENERATOR_LOG
     with open(log, "w") as f:
         proc = subprocess.Popen([sys.executable, str(GUARD), script.name], cwd=iter_dir, stdout=f,
                                 stderr=subprocess.STDOUT, env=scrubbed_env(iter_dir / ".generator_home"),

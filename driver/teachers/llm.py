@@ -21,12 +21,13 @@ from driver.errors import DriverError
 from driver.gates import hparams, rules
 from driver.run.files import atomic_write_json, atomic_write_text, read_json
 from driver.teachers import OUTPUTS, Brief, outputs_present
+from driver.run.arm_files import ArmFiles, rejected
 
 MAX_FORMAT_RETRIES = 2
 PROMPT_ROWS = 60            # failed rows shown in full-ish form; the rest are counted only
 FIELD_CHARS = 700           # each prompt/completion/info is cut to this many characters
 # files a reply may add: this iteration's hyperparameters (checked with the dataset gate)
-OPTIONAL = ("hparams.json", "aux_rewards.py")
+OPTIONAL = (ArmFiles.HPARAMS, ArmFiles.AUX_REWARDS)
 _FILE = re.compile(r"<<<FILE\s+([\w.\-]+)\s*>>>\n?(.*?)\n?<<<END FILE>>>", re.S)
 
 
@@ -59,15 +60,15 @@ def render_prompt(brief: Brief) -> tuple[str, str]:
               "info": _clip(r.get("info"), 400)} for i, r in enumerate(rows[:PROMPT_ROWS])]
     prior = [(p.parent.name, p.read_text(encoding="utf-8")[:4000])
              for p in brief.prior_reports[-2:] if p.exists()]
-    rejected = None
+    rejected_script = None
     if brief.attempt:
-        old = brief.iter_dir / f"gen_dataset.py.rejected-{brief.attempt}"
+        old = rejected(brief.iter_dir, ArmFiles.GENERATOR, brief.attempt)
         if old.exists():
-            rejected = old.read_text(encoding="utf-8")[:12000]
+            rejected_script = old.read_text(encoding="utf-8")[:12000]
     system = env.get_template("teacher_llm/system.md.j2").render()
     user = env.get_template("teacher_llm/user.md.j2").render(
         b=brief, hub_json=json.dumps(brief.hub, indent=2, default=str)[:8000], rows=shown,
-        total_rows=len(rows), prior=prior, rejected_script=rejected, rules=rules,
+        total_rows=len(rows), prior=prior, rejected_script=rejected_script, rules=rules,
         hparams_bounds=hparams.bounds_markdown())
     return system, user
 
@@ -133,7 +134,7 @@ class LLMTeacher:
             return
         system, user = render_prompt(brief)
         messages = [{"role": "user", "content": user}]
-        usage_path = brief.iter_dir / "teacher_usage.json"
+        usage_path = brief.iter_dir / ArmFiles.TEACHER_USAGE
         usage = read_json(usage_path) if usage_path.exists() else new_usage(self.cfg)
         for ask in range(MAX_FORMAT_RETRIES + 1):
             t0 = time.time()

@@ -73,6 +73,7 @@ from driver.backends.hosted.runner import HostedRunner, platform_time
 from driver.backends.hosted.submission import check_submission
 from driver.errors import UsageError
 from driver.run.model import RunState
+from driver.run.arm_files import ArmFiles
 
 __all__ = ["Hosted", "HostedRunner", "PrimeCLI", "arm_cost", "build", "check_submission", "cost_estimate",
            "spent_usd"]
@@ -167,7 +168,7 @@ def probe_gate(run_dir: Path, state: RunState, rollouts: int) -> tuple[bool, str
 
     share_cap = state.hosted_probe_share
     knob = f"--hosted-probe-share {share_cap:g}"
-    rec_path, ledger_path = run_dir / "iter_0" / "prime_out" / RECORD, run_dir / LEDGER
+    rec_path, ledger_path = run_dir / "iter_0" / ArmFiles.OUT / RECORD, run_dir / LEDGER
     rec = read_json(rec_path) if rec_path.exists() else {}
     seen = (rec.get("runs") or {}).get((rec.get("run_ids") or [None])[0]) or {}
     entries = [e for e in (read_json(ledger_path).get("launches") or {}).values()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from driver.errors import DriverError
 from driver.run.files import atomic_write_json, read_json
+from driver.run.arm_files import ArmFiles
 from rl_contract.current import RUN_NAME
 
 VOLUME_MOUNT = "/volume"                # where a hosted run sees its volume (SFT's; RL's unverified)
@@ -75,9 +76,9 @@ def volume_path(run_dir: Path, local: Path) -> str:
     run sees it: VOLUME_MOUNT/<that arm's R>/<the rest>."""
     local = Path(local).resolve()
     arm = arm_dir_of(local, run_dir)
-    rec = read_record(arm / "prime_out")
+    rec = read_record(arm / ArmFiles.OUT)
     if not rec or not rec.get("root"):
         raise DriverError(f"{local} belongs to {arm.name}, which has no completed hosted run on "
                           "the volume to read it from; retrain that arm first")
-    rel = local.relative_to(arm / "prime_out" / RUN_NAME)
+    rel = local.relative_to(arm / ArmFiles.OUT / RUN_NAME)
     return f"{VOLUME_MOUNT}/{rec['root']}/{rel.as_posix()}".replace("//", "/")
