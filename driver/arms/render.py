@@ -6,10 +6,11 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-from driver.arms.arm import Arm
+from driver.arms.arm import Arm, eval_knobs, train_knobs
 from driver.context import Ctx
-from driver.run.model import Knobs
 from driver.run.arm_files import ArmFiles
+from driver.run.files import atomic_write_text
+from driver.run.model import Knobs
 
 
 def hub_train_block(ctx: Ctx) -> dict:
@@ -41,3 +42,20 @@ def rl_toml(ctx: Ctx, arm: Arm, purpose: str, *, knobs: Knobs, eval_knobs: Knobs
 
 # what an iteration's config says it is (its header), in the launch and in the dry run alike
 ITERATION_PURPOSE = "resume from iter_0 on the generated env; eval on the hub env"
+PROBE_PURPOSE = "gradient probe: one step from iter_0 on the generated env"
+
+
+def write_config(ctx: Ctx, arm: Arm, purpose: str, dest: Path, *, with_hub_rows: bool = False,
+                 knobs: Knobs | None = None, evaluate: bool = True, keep: bool = True) -> Path:
+    """Write the config `arm` launches with to `dest`: the one way an iteration, a control, the
+    dry run and the gradient probe get theirs. `knobs`: the arm's training knobs unless given
+    (the probe's one step); `evaluate`: with the arm's eval (the probe has none); `keep`: a
+    config already at `dest` stays (a resumed arm launches with the config it was given),
+    else it is rewritten where it differs."""
+    if keep and dest.exists():
+        return dest
+    text = rl_toml(ctx, arm, purpose, knobs=knobs or train_knobs(ctx, arm),
+                   eval_knobs=eval_knobs(ctx, arm) if evaluate else None, with_hub_rows=with_hub_rows)
+    if not dest.exists() or dest.read_text() != text:
+        atomic_write_text(dest, text)
+    return dest

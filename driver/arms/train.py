@@ -12,7 +12,7 @@ from pathlib import Path
 
 from driver import faults
 from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows, train_knobs
-from driver.arms.render import rl_toml
+from driver.arms.render import PROBE_PURPOSE, write_config
 from driver.backends import process
 from driver.backends.base import Command
 from driver.context import Ctx
@@ -298,11 +298,8 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
     if not rows_path.exists() and not aborted_path.exists():
         one_step = knobs.model_copy(update={"batch_size": prompts * knobs.rollouts_per_example,
                                             "steps_per_run": 1})
-        cfg = d / ArmFiles.CONFIG
-        text = rl_toml(ctx, probe, "gradient probe: one step from iter_0 on the generated env",
-                      knobs=one_step, eval_knobs=None)
-        if not cfg.exists() or cfg.read_text() != text:
-            atomic_write_text(cfg, text)
+        cfg = write_config(ctx, probe, PROBE_PURPOSE, d / ArmFiles.CONFIG, knobs=one_step,
+                           evaluate=False, keep=False)
         overlay = d / "probe_overlay.toml"
         overlay_text = ("# the gradient probe measures live groups itself: prime-rl's "
                         "zero-advantage filter off\n" + tomli_w.dumps(ctx.dialect.probe_overlay))

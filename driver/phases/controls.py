@@ -8,17 +8,16 @@ goes on.
 from __future__ import annotations
 
 from driver.arms import table
-from driver.arms.arm import config_files, eval_knobs, train_knobs
+from driver.arms.arm import config_files
 from driver.arms.best import best_iteration
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.install import install_env
-from driver.arms.render import rl_toml
+from driver.arms.render import write_config
 from driver.arms.train import train
 from driver.backends import process
 from driver.context import Ctx
 from driver.errors import ControlSkipped, DriverError, StillRunning
 from driver.reporting import scratchpad
-from driver.run.files import atomic_write_text
 from driver.run.arm_files import ArmFiles
 
 
@@ -33,11 +32,8 @@ def run_control(ctx: Ctx, spec: table.ControlArm) -> None:
         if not arm.dataset.exists():   # written last by every row source: present means complete
             ctx.say(f"[{spec.name}] {spec.rows(ctx, best, arm.dataset)}")
         install_env(ctx, arm)
-        cfg = arm.dir / ArmFiles.CONFIG
-        if not cfg.exists():
-            atomic_write_text(cfg, rl_toml(ctx, arm, spec.purpose, knobs=train_knobs(ctx, arm),
-                                          eval_knobs=eval_knobs(ctx, arm),
-                                          with_hub_rows=spec.with_hub_rows))
+        cfg = write_config(ctx, arm, spec.purpose, arm.dir / ArmFiles.CONFIG,
+                           with_hub_rows=spec.with_hub_rows)
         train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
         summary = evaluate(ctx, arm, rows=process.count_lines(arm.dataset))
     except StillRunning:

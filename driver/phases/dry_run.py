@@ -12,11 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from driver.arms import table
-from driver.arms.arm import eval_knobs, train_knobs
-from driver.arms.render import ITERATION_PURPOSE, rl_toml
+from driver.arms.render import ITERATION_PURPOSE, write_config
 from driver.context import Ctx
 from driver.phases import setup
-from driver.run.files import atomic_write_text
 from driver.run.arm_files import ArmFiles
 from rl_contract import composition
 
@@ -34,10 +32,7 @@ def render(ctx: Ctx) -> list[Path]:
     examples += [(table.control_arm(ctx, c), c.purpose, c) for c in table.CONTROLS]
     for arm, purpose, spec in examples:
         arm.resume_step = None if spec is not None and spec.start == "base" else anchor
-        text = rl_toml(ctx, arm, purpose, knobs=train_knobs(ctx, arm), eval_knobs=eval_knobs(ctx, arm),
-                      with_hub_rows=spec is not None and spec.with_hub_rows)
-        path = ctx.rd.path / "dry_run" / arm.name / ArmFiles.CONFIG
-        atomic_write_text(path, text)
-        written.append(path)
+        written.append(write_config(ctx, arm, purpose, ctx.rd.path / "dry_run" / arm.name / ArmFiles.CONFIG,
+                                    with_hub_rows=spec is not None and spec.with_hub_rows, keep=False))
     ctx.rendered_only()
     return written

@@ -22,10 +22,10 @@ from driver.gates import decontam
 from driver.gates import hparams
 from driver.gates.weakness import load as load_weakness
 from driver.arms import table
-from driver.arms.arm import config_files, eval_knobs, train_knobs
+from driver.arms.arm import config_files, train_knobs
 from driver.arms.evaluate import evaluate as eval_arm
 from driver.arms.evaluate import metrics_entry
-from driver.arms.render import ITERATION_PURPOSE, rl_toml
+from driver.arms.render import ITERATION_PURPOSE, write_config
 from driver.arms.install import install_env
 from driver.arms.probe import run_probe
 from driver.arms.train import train
@@ -333,10 +333,7 @@ def environment(ctx: Ctx, n: int) -> None:
 
 def train_iteration(ctx: Ctx, n: int) -> None:
     arm = table.iteration(ctx, n)
-    cfg = arm.dir / ArmFiles.CONFIG
-    if not cfg.exists():
-        atomic_write_text(cfg, rl_toml(ctx, arm, ITERATION_PURPOSE, knobs=train_knobs(ctx, arm),
-                                      eval_knobs=eval_knobs(ctx, arm)))
+    cfg = write_config(ctx, arm, ITERATION_PURPOSE, arm.dir / ArmFiles.CONFIG)
     train(ctx, arm, config_files(ctx, cfg), ["--output-dir", str(arm.out)])
 
 
