@@ -21,12 +21,16 @@ def package_name(dataset: str, suffix: str, tag: str | None = None) -> str:
     return f"{module_name(dataset)}_{suffix}" + (f"_{tag}" if tag else "")
 
 
+CLASSIC_MODULE = "classic/env_module.py.j2"
+
+
 def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     """Write an environment package whose load_environment returns the hub env's class with the
     hub's parser, rubric and system prompt; only the rows differ. The rows ship inside the
     package directory, so two generated packages never share a file. Where a hub reward reads
     the env's own state (hub_env.json's reward_reads_env_state), envside/row_truth.py ships
-    beside the module, which scores that reward from each row's info.entry. A taskset hub gets a
+    beside the module, which scores that reward from each row's info.entry; envside/hub_parts.py
+    always ships beside a classic module (its choice of class and settings). A taskset hub gets a
     taskset package instead (tasksets.write_package)."""
     aux = Path(dataset_path).parent / ArmFiles.AUX_REWARDS
     if kind_of(hub) == tasksets.KIND:
@@ -36,7 +40,7 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
                 "taskset's rewards are its Task class's. Remove aux_rewards.py and resume.")
         pyproject, module, values = tasksets.package_templates(hub)
     else:
-        pyproject, module = "classic/env_pyproject.toml.j2", "classic/env_module.py.j2"
+        pyproject, module = "classic/env_pyproject.toml.j2", CLASSIC_MODULE
         values = {"hub_env_id": hub["env_id"], "hub_env_args": hub.get("env_args", {}),
                   "row_truth": row_truth(hub)}
     pkg_root = dest / name
@@ -47,6 +51,8 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
         name=name, hub_requirement=hub_requirement(hub)))
     (mod_dir / "__init__.py").write_text(render.get_template(module).render(name=name, **values))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
+    if module == CLASSIC_MODULE:   # it imports the choice of class and settings introspection made
+        shutil.copyfile(envside.CALL.parent / "hub_parts.py", mod_dir / "hub_parts.py")
     truth = mod_dir / "row_truth.py"
     if values.get("row_truth"):   # the module imports it (envside/row_truth.py, as the gate scores)
         shutil.copyfile(envside.CALL.parent / "row_truth.py", truth)

@@ -13,6 +13,7 @@ import logging
 
 import episodes
 import fingerprint
+import hub_parts
 import row_truth
 import rows
 import verifiers as vf
@@ -111,39 +112,11 @@ def _info_keys_read(env, train) -> list[str] | None:
         return None
 
 
-def _takes_dataset(cls) -> bool:
-    """Whether constructing `cls` takes a `dataset` argument: a parameter of that name in the
-    first __init__ along its MRO, or **kwargs handed on to the next __init__ that has one.
-    The same test as the generated module's (templates/classic/env_module.py.j2)."""
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        try:
-            params = inspect.signature(init).parameters
-        except (TypeError, ValueError):
-            return False
-        if "dataset" in params:
-            return True
-        if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
-            return False
-    return False
-
-
 def _generated_env_class(env) -> dict:
     """The class a generated env of this hub is built on, and why: the choice the generated
-    module (templates/classic/env_module.py.j2) makes at load time."""
-    cls = type(env)
-    if _takes_dataset(cls):
-        return {"class": cls.__name__, "module": cls.__module__,
-                "why": f"{cls.__name__} takes a dataset argument: the hub's own class, given the generated rows"}
-    if isinstance(env, vf.SingleTurnEnv):
-        return {"class": vf.SingleTurnEnv.__name__, "module": vf.SingleTurnEnv.__module__,
-                "why": (f"{cls.__name__}.__init__ takes no dataset argument (it builds its own data): "
-                        "verifiers' single-turn class, with the hub's parser, rubric and system prompt")}
-    return {"class": None, "module": None,
-            "why": (f"{cls.__name__} takes no dataset argument and is not a single-turn environment: "
-                    "a generated environment cannot be built on it (its load raises a TypeError)")}
+    module makes at load time (both read hub_parts.env_class)."""
+    cls, why = hub_parts.env_class(env)
+    return {"class": cls.__name__ if cls else None, "module": cls.__module__ if cls else None, "why": why}
 
 
 def introspect(req: dict) -> dict:

@@ -17,21 +17,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
-import json
 import re
 
 import verifiers as vf
+from hub_parts import settings
 
-# the constructor settings of verifiers' own environments that shape an episode
-SETTINGS = ("max_turns", "timeout_seconds", "max_seq_len", "max_total_completion_tokens",
-            "sampling_args", "message_type")
-# what verifiers' Environment keeps on every instance that is not an episode setting: the
-# parts a generated env gets from the hub by construction, and verifiers' own bookkeeping
-NOT_SETTINGS = {"dataset", "eval_dataset", "dataset_source", "eval_dataset_source", "parser",
-                "rubric", "system_prompt", "few_shot", "logger", "env_id", "env_args", "env_client",
-                "env_server_process", "death_pipe_writer", "map_kwargs", "max_workers",
-                "pass_threshold", "rollouts_per_example", "score_rollouts", "tool_defs"}
-MAX_SETTING_CHARS = 2000
 MAX_SCRIPTED_TURNS = 3   # introspection plays at most this many turns of a sample row
 
 
@@ -42,29 +32,6 @@ def kind(env) -> str:
     if isinstance(env, vf.SingleTurnEnv) or not isinstance(env, vf.MultiTurnEnv):
         return "single_turn"
     return "multi_turn"
-
-
-def _plain(value) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def settings(env) -> dict:
-    """The env's constructor settings as they stand on it: verifiers' own (SETTINGS), and every
-    other plain value the env keeps as an attribute (its class's constructor arguments, or
-    keyword arguments verifiers set as attributes): what its env_response and stop conditions
-    may read. A generated env sets each again (templates/classic/env_module.py.j2 reads them
-    the same way)."""
-    out = {k: getattr(env, k) for k in SETTINGS if hasattr(env, k) and _plain(getattr(env, k))}
-    for name, value in vars(env).items():
-        if name.startswith("_") or name in out or name in NOT_SETTINGS or not _plain(value):
-            continue
-        if len(json.dumps(value)) <= MAX_SETTING_CHARS:
-            out[name] = value
-    return out
 
 
 def _owner(env, method: str) -> str | None:
