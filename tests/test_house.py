@@ -486,3 +486,15 @@ def test_a_rejected_attempt_sets_aside_every_file_arm_files_lists(tmp_path, monk
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "new_output.json.rejected-2", "probe.rejected-2", "train.log", "weakness.json.rejected-2"]
     assert arm_files.rejected(tmp_path, "probe", 2).is_dir()
+
+
+def test_no_template_defines_a_function_the_env_side_files_define():
+    """Python that must be generated lives in templates; code a generated package shares with the
+    env-side files is a real file it carries a copy of (envside/hub_parts.py, row_truth.py)."""
+    import re
+
+    envside = {node.name.lstrip("_") for path in (ROOT / "driver" / "envside").glob("*.py")
+               for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.FunctionDef)}
+    for template in (ROOT / "templates").rglob("*.py.j2"):
+        defined = {m.lstrip("_") for m in re.findall(r"^def (\w+)\(", template.read_text(), re.M)}
+        assert not defined & envside, (template.name, sorted(defined & envside))
