@@ -40,13 +40,12 @@ def _load(req: dict) -> None:
     ours = set(entries(SERVER_ENV))
     sys.path[1:] = entries(req["env"]) + [p for p in sys.path[1:] if p not in ours]
     importlib.invalidate_caches()   # env packages installed since the server started
-    import verifiers as vf
+    from trainer_double import load_through_verifiers   # the launch's own load, the same code
 
-    env = vf.load_environment(req["env_id"], **(req.get("args") or {}))
-    ds = env.get_dataset() if req["split"] == "train" else env.get_eval_dataset()
+    rows = load_through_verifiers(req["env_id"], req.get("args") or {}, req["split"])
     tmp = req["out"] + ".tmp"
     with open(tmp, "w") as f:
-        json.dump([dict(r) for r in ds], f, default=str)
+        json.dump(rows, f, default=str)
     os.replace(tmp, req["out"])
 
 
@@ -83,12 +82,10 @@ def _serve_one(conn: socket.socket, started_under: list) -> None:
 
 def serve(path: str) -> None:
     from driver.envs.worker import VERIFIERS
+    from driver.envside.worker_server import preload
 
     for spec in VERIFIERS:   # what every request is spared, as the driver's warm worker preloads it
-        module, _, attrs = spec.partition(":")
-        loaded = importlib.import_module(module)
-        for attr in filter(None, attrs.split(",")):
-            getattr(loaded, attr)   # verifiers loads its classic API lazily
+        preload(spec)
 
     SERVER_ENV.update(os.environ)
     started_under = _import_time(SERVER_ENV)

@@ -124,25 +124,32 @@ def cached_load(env_id: str, key: list, load) -> list:
     return rows
 
 
+def load_through_verifiers(env_id: str, args: dict, split: str) -> list[dict]:
+    """The env's rows as prime-rl's orchestrator gets them: `vf.load_environment(id, **args)`
+    (orchestrator/envs.py:35@09e2977), then its train dataset (buffer.py:32) or its eval
+    dataset (envs.py:174). tests/row_server.py runs this same function in a warm interpreter."""
+    import verifiers as vf
+
+    env = vf.load_environment(env_id, **args)
+    ds = env.get_dataset() if split == "train" else env.get_eval_dataset()
+    return [dict(r) for r in ds]
+
+
 def load_rows(env_block: dict, split: str) -> list[dict]:
     """The env's rows, loaded through verifiers as prime-rl loads them (or from the cache)."""
     def load() -> list[dict]:
+        args = env_block.get("args") or {}
         server = os.environ.get("DOUBLE_ROW_SERVER")
         if server:   # the same load, forked from a warm interpreter (tests/row_server.py)
             import tempfile
 
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-            from row_server import request
+            from row_server import request   # this file's folder is sys.path[0]
 
             with tempfile.TemporaryDirectory(prefix="double-rows-") as tmp:
                 out = str(Path(tmp) / "rows.json")
-                if request(server, env_block["id"], env_block.get("args") or {}, split, out):
+                if request(server, env_block["id"], args, split, out):
                     return json.loads(Path(out).read_text())
-        import verifiers as vf
-
-        env = vf.load_environment(env_block["id"], **env_block.get("args", {}))
-        ds = env.get_dataset() if split == "train" else env.get_eval_dataset()
-        return [dict(r) for r in ds]
+        return load_through_verifiers(env_block["id"], args, split)
 
     return cached_load(env_block["id"], [env_block.get("args") or {}, split], load)
 

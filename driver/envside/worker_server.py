@@ -51,17 +51,17 @@ def _child(req: dict) -> None:
             os._exit(code)
 
 
-def _preload(spec: str) -> None:
+def preload(spec: str) -> None:
     module, _, attrs = spec.partition(":")
     mod = importlib.import_module(module)
     for attr in filter(None, attrs.split(",")):
         getattr(mod, attr)
 
 
-def serve(preload: list[str]) -> None:
-    for spec in preload:
+def serve(specs: list[str]) -> None:
+    for spec in specs:
         try:
-            _preload(spec)
+            preload(spec)
         except Exception:  # noqa: BLE001, S110 - one not there is imported (or missed) by the request
             pass
     out = os.fdopen(os.dup(1), "w")
