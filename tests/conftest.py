@@ -22,6 +22,28 @@ ROW_CACHE: Path | None = None
 ROW_SERVER: str | None = None
 
 
+def _pin_torch_cache_dir() -> None:
+    """torch writes TORCHINDUCTOR_CACHE_DIR into os.environ the first time a process compiles
+    (torch/_inductor/runtime/cache_dir_utils.py:19). A test that does so in the test process would
+    change, for every later launch, an import-time setting the row server and the driver's warm
+    workers were started under (driver/envs/worker.py's IMPORT_TIME_ENV), and each launch would
+    then pay the imports itself. Set first, to the value torch would write (the same file's
+    default_cache_dir, :24-33), it never changes."""
+    import getpass
+    import re
+    import tempfile
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)))
+
+
+_pin_torch_cache_dir()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _double_row_cache(tmp_path_factory):
     global ROW_CACHE, ROW_SERVER
@@ -31,9 +53,12 @@ def _double_row_cache(tmp_path_factory):
     ROW_CACHE = tmp_path_factory.mktemp("double-row-cache")
     sock_dir = tempfile.mkdtemp(prefix="rows-")   # short: a unix socket's path has 107 bytes
     ROW_SERVER = os.path.join(sock_dir, "s")
-    # not waited for: a launch before the server listens loads its rows itself
+    # under the import-time settings driver_env gives every launch (two GPUs visible): a launch
+    # whose settings differ from the server's loads itself. Not waited for: a launch before the
+    # server listens loads itself too.
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "row_server.py"), ROW_SERVER],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env=driver_env(Path(sock_dir)), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
     yield
     server.kill()
     server.wait()
@@ -106,6 +131,27 @@ def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = 
         return subprocess.run([sys.executable, "-m", "driver.cli", *args], env=env, cwd=cwd,
                               capture_output=True, text=True, timeout=timeout)
     return driver_in_process(args, env, cwd)
+
+
+@pytest.fixture
+def fast_clock(monkeypatch):
+    """The in-process driver's clock (driver/clock.py) running FAST_CLOCK_RATE times faster than
+    real time: its limits, grace periods and poll intervals pass in a tenth of their length, so a
+    test of a 15-second stall timeout waits 1.5 s. Everything outside the driver (the trainer
+    double, its process tree, the hosted double) keeps real time, as a slow trainer would. Only
+    a driver running in the test's process (`driver` without own_process) sees it."""
+    import time
+
+    from driver import clock
+
+    start = time.monotonic()
+    monkeypatch.setattr(clock, "monotonic",
+                        lambda: start + (time.monotonic() - start) * FAST_CLOCK_RATE)
+    monkeypatch.setattr(clock, "sleep", lambda s: time.sleep(s / FAST_CLOCK_RATE))
+    return FAST_CLOCK_RATE
+
+
+FAST_CLOCK_RATE = 10
 
 
 def driver_in_process(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -1,20 +1,23 @@
-"""A warm loader of env rows for the trainer double: `python row_server.py SOCKET`.
+"""A warm loader for the trainer double: `python row_server.py SOCKET`.
 
 prime-rl loads each env it trains on through verifiers in its own process, and so does the
-trainer double (trainer_double.load_rows). Importing verifiers (with its openai, anthropic and
-datasets clients) is most of a launch's time on 2 cores, about 4 s, and nearly every launch of
-a run loads an env no earlier launch loaded (each arm's generated env, the run's selection env),
-so the row cache (DOUBLE_ROW_CACHE) rarely helps. This server imports verifiers once, listens on
-a unix socket, and loads each requested env in a fresh process forked from itself, with the
-launch's whole environment: the rows are the ones the launch would load itself, through the same
-`verifiers.load_environment`, only without the import. A launch whose request fails loads the env
+trainer double: an env's rows, its rubric's metric names, a v1 taskset's tasks
+(trainer_double.through_verifiers). Importing verifiers (with its openai, anthropic and datasets
+clients; v1 as much again) is most of a launch's time on 2 cores, about 4 s, and nearly every
+launch of a run loads an env no earlier launch loaded (each arm's generated env, the run's
+selection env), so the row cache (DOUBLE_ROW_CACHE) rarely helps. This server imports verifiers
+once, listens on a unix socket, and makes each requested load in a fresh process forked from
+itself, with the launch's whole environment: the result is the one the launch would get itself,
+through the same function, only without the import. A launch whose request fails loads the env
 itself, so an env that cannot load fails in the launch exactly as it would without the server.
 
-One request per connection, a JSON line: {"env_id", "args", "split", "env", "out"}; the answer
-is {"rc": 0} once the rows are in the file `out` (JSON), or {"rc": 1}: the load failed, or the
-launch's environment differs from the server's in what its imports read when they ran (Hugging
-Face's caches: driver/envs/worker.py's IMPORT_TIME_ENV; PYTHONPATH is set per request). The test session starts
-one server per test process (conftest.py) and names its socket in DOUBLE_ROW_SERVER.
+One request per connection, a JSON line: {"env_id", "args", "what", "pid", "env", "out"}; the
+answer is {"rc": 0} once the result is in the file `out` (JSON), or {"rc": 1}: the load failed,
+or the launch's environment differs from the server's in what its imports read when they ran
+(driver/envs/worker.py's IMPORT_TIME_ENV; PYTHONPATH is set per request). Each request, answered
+or declined (with why), is a line in SOCKET.served. The test session starts one server per test
+process (conftest.py), under the settings driver_env gives a launch, and names its socket in
+DOUBLE_ROW_SERVER.
 """
 from __future__ import annotations
 
@@ -26,6 +29,12 @@ import socket
 import sys
 
 SERVER_ENV: dict[str, str] = {}   # the environment this server started (and imported) under
+SERVED_LOG = ""   # each answered request's line: served_log(socket)
+
+
+def served_log(path: str) -> str:
+    """The file a server at socket `path` appends each answered request to."""
+    return path + ".served"
 
 
 def _load(req: dict) -> None:
@@ -40,12 +49,12 @@ def _load(req: dict) -> None:
     ours = set(entries(SERVER_ENV))
     sys.path[1:] = entries(req["env"]) + [p for p in sys.path[1:] if p not in ours]
     importlib.invalidate_caches()   # env packages installed since the server started
-    from trainer_double import load_through_verifiers   # the launch's own load, the same code
+    from trainer_double import through_verifiers   # the launch's own load, the same code
 
-    rows = load_through_verifiers(req["env_id"], req.get("args") or {}, req["split"])
+    loaded = through_verifiers(req["what"], req["env_id"], req.get("args") or {})
     tmp = req["out"] + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(rows, f, default=str)
+        json.dump(loaded, f, default=str)
     os.replace(tmp, req["out"])
 
 
@@ -59,33 +68,43 @@ def _import_time(env: dict) -> list:
 
 
 def _serve_one(conn: socket.socket, started_under: list) -> None:
-    """In the forked child: read the request, load, answer; never returns."""
-    code = 1
+    """In the forked child: read the request, load, answer, and log the outcome (a line in
+    SOCKET.served: the load, the launch's pid, and why a declined request was declined); never
+    returns."""
+    code, req, why = 1, {}, ""
     try:
         with conn.makefile("rb") as f:
             req = json.loads(f.readline())
-        if _import_time(req["env"]) != started_under:
-            return   # its libraries would see other settings than the launch's: it loads itself
+        theirs = _import_time(req["env"])
+        if theirs != started_under:   # its libraries would see other settings: it loads itself
+            why = f"import-time settings differ: {sorted(set(theirs) ^ set(started_under))}"
+            return
         devnull = os.open(os.devnull, os.O_WRONLY)   # verifiers' progress bars go nowhere
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
         _load(req)
         code = 0
-    except BaseException:  # noqa: BLE001 - the launch loads the env itself and reports it
-        code = 1
+    except BaseException as e:  # noqa: BLE001 - the launch loads the env itself and reports it
+        why = f"{type(e).__name__}: {e}"
     finally:
         try:
+            with open(SERVED_LOG, "a") as log:   # one short line, one append: whole under O_APPEND
+                log.write(json.dumps({"env_id": req.get("env_id"), "what": req.get("what"),
+                                      "pid": req.get("pid"), "answered": code == 0,
+                                      "why": why[:300]}) + "\n")
             conn.sendall((json.dumps({"rc": code}) + "\n").encode())
         finally:
             os._exit(code)
 
 
 def serve(path: str) -> None:
-    from driver.envs.worker import VERIFIERS
+    global SERVED_LOG
+    from driver.envs.worker import V1, VERIFIERS
     from driver.envside.worker_server import preload
 
-    for spec in VERIFIERS:   # what every request is spared, as the driver's warm worker preloads it
+    for spec in VERIFIERS + V1:   # what every request is spared, as the driver's warm workers preload
         preload(spec)
+    SERVED_LOG = served_log(path)
 
     SERVER_ENV.update(os.environ)
     started_under = _import_time(SERVER_ENV)
@@ -102,12 +121,13 @@ def serve(path: str) -> None:
         conn.close()
 
 
-def request(path: str, env_id: str, args: dict, split: str, out: str) -> bool:
-    """From a launch: whether the server loaded the rows into `out`."""
+def request(path: str, env_id: str, args: dict, what: str, out: str) -> bool:
+    """From a launch: whether the server made the load `what` (trainer_double.through_verifiers)
+    and wrote its result into `out`."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.connect(path)
-            s.sendall((json.dumps({"env_id": env_id, "args": args, "split": split,
+            s.sendall((json.dumps({"env_id": env_id, "args": args, "what": what, "pid": os.getpid(),
                                    "env": dict(os.environ), "out": out}) + "\n").encode())
             with s.makefile("rb") as f:
                 line = f.readline()

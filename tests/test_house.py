@@ -82,7 +82,7 @@ LAYERS = [
     ("driver.context", "driver.seams"),
     ("driver.gates", "driver.analysis", "driver.backends", "driver.dialects", "driver.envs"),
     ("driver.run",),
-    ("driver.envside", "driver.errors", "driver.faults", "driver.resources", "driver"),
+    ("driver.envside", "driver.clock", "driver.errors", "driver.faults", "driver.resources", "driver"),
 ]
 
 

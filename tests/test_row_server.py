@@ -53,3 +53,34 @@ def test_an_env_that_cannot_load_is_declined_so_the_launch_fails_on_it_itself(se
 def test_a_launch_under_other_import_time_settings_loads_its_rows_itself(server, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "another-cache"))
     assert not request(server, "stock_arithmetic", {}, "eval", str(tmp_path / "rows.json"))
+
+
+def test_the_served_metrics_are_the_metrics_a_launch_reads_itself(server, tmp_path):
+    from trainer_double import metrics_through_verifiers
+
+    out = tmp_path / "metrics.json"
+    assert request(server, "stock_arithmetic", {}, "metrics", str(out))
+    assert json.loads(out.read_text()) == metrics_through_verifiers("stock_arithmetic", {})
+
+
+def test_a_launch_in_the_suites_shell_makes_every_load_through_the_sessions_server(tmp_path):
+    """The server conftest starts answers a launch under driver_env's settings, so no launch of
+    the suite pays the verifiers import: its train rows, eval rows and metrics all come served."""
+    import conftest
+
+    cfg = tmp_path / "rl.toml"
+    cfg.write_text('max_steps = 1\n[trainer]\n[orchestrator]\nbatch_size = 16\nrollouts_per_example = 4\n'
+                   '[[orchestrator.train.env]]\nid = "stock_arithmetic"\n'
+                   '[[orchestrator.eval.env]]\nid = "stock_arithmetic"\nnum_examples = 8\n')
+    env = conftest.driver_env(tmp_path, DOUBLE_ROW_CACHE=tmp_path / "no-cache-yet")
+    (tmp_path / "no-cache-yet").mkdir()
+    served = Path(env["DOUBLE_ROW_SERVER"] + ".served")
+    launch = subprocess.run([sys.executable, str(HERE / "trainer_double.py"), "@", str(cfg),
+                             "--output-dir", str(tmp_path / "out")], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert launch.returncode == 0, launch.stderr
+    pid = json.loads((tmp_path / "launches.jsonl").read_text().splitlines()[0])["pid"]
+    mine = [x for x in map(json.loads, served.read_text().splitlines()) if x["pid"] == pid]
+    assert {(x["env_id"], x["what"]) for x in mine if x["answered"]} == {
+        ("stock_arithmetic", "train"), ("stock_arithmetic", "eval"), ("stock_arithmetic", "metrics")}, \
+        [x["why"] for x in mine]

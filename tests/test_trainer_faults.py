@@ -33,7 +33,7 @@ def _failed_then_resumed(tmp_path, runs, fault_env: dict, needle: str, *, extra=
     return rd, r
 
 
-def test_a_hung_trainer_is_stopped_after_the_stall_timeout_and_retrained(tmp_path, runs):
+def test_a_hung_trainer_is_stopped_after_the_stall_timeout_and_retrained(tmp_path, runs, fast_clock):
     rd, r = _failed_then_resumed(tmp_path, runs, {"DOUBLE_HANG_AT_STEP": "2"},
                                  "no new train step or eval row for 15s", extra=["--stall-timeout", "15s"])
     hung = launches(tmp_path)[0]["pid"]

@@ -44,9 +44,10 @@ DOUBLE_HANG_AT_STEP to that arm only (its directory name, e.g. run_a_best_from_i
 lists, as `alive_before`, the pids of earlier launches and of their trees still running when it
 started: a second arm started beside a live one (or its orphaned rank) shows there.
 
-DOUBLE_ROW_SERVER=SOCKET (the suite sets it) loads an env's rows through tests/row_server.py, a
-warm interpreter that forks a fresh process per load (the same verifiers.load_environment,
-without the verifiers import); a failed request loads in the launch itself.
+DOUBLE_ROW_SERVER=SOCKET (the suite sets it) makes each load through verifiers (an env's rows, its
+metrics, a taskset's tasks) through tests/row_server.py, a warm interpreter that forks a fresh
+process per load (the same code, without the verifiers import); a failed request loads in the
+launch itself.
 DOUBLE_ROW_CACHE=DIR (the suite sets it) keeps each loaded env's rows in DIR, keyed on the env
 id, its args and a hash of its installed source, so the hub env is loaded through verifiers once
 per test process rather than once per launch (`cached_load`).
@@ -127,7 +128,7 @@ def cached_load(env_id: str, key: list, load) -> list:
 def load_through_verifiers(env_id: str, args: dict, split: str) -> list[dict]:
     """The env's rows as prime-rl's orchestrator gets them: `vf.load_environment(id, **args)`
     (orchestrator/envs.py:35@09e2977), then its train dataset (buffer.py:32) or its eval
-    dataset (envs.py:174). tests/row_server.py runs this same function in a warm interpreter."""
+    dataset (envs.py:174)."""
     import verifiers as vf
 
     env = vf.load_environment(env_id, **args)
@@ -135,23 +136,51 @@ def load_through_verifiers(env_id: str, args: dict, split: str) -> list[dict]:
     return [dict(r) for r in ds]
 
 
+def metrics_through_verifiers(env_id: str, args: dict) -> list[str]:
+    """The names of the env's zero-weight rubric functions: the metrics prime-rl's rows carry."""
+    import verifiers as vf
+
+    rubric = vf.load_environment(env_id, **args).rubric
+    rubrics = getattr(rubric, "rubrics", [rubric])
+    return [getattr(f, "__name__", "") for r in rubrics
+            for f, w in zip(getattr(r, "funcs", []), getattr(r, "weights", [])) if w == 0]
+
+
+def through_verifiers(what: str, env_id: str, args: dict) -> list:
+    """One load a launch makes through verifiers: `train` or `eval` rows, the env's `metrics`,
+    or a v1 `taskset`'s tasks. tests/row_server.py runs this same function in a warm
+    interpreter."""
+    if what == "metrics":
+        return metrics_through_verifiers(env_id, args)
+    if what == "taskset":
+        from trainer_double_current import tasks_through_verifiers
+
+        return tasks_through_verifiers(env_id, args)
+    return load_through_verifiers(env_id, args, what)
+
+
+def served_or_loaded(what: str, env_id: str, args: dict) -> list:
+    """through_verifiers, forked from the warm interpreter at DOUBLE_ROW_SERVER when one answers
+    (tests/row_server.py), else in this launch: an env that cannot load fails here as it would
+    without the server."""
+    server = os.environ.get("DOUBLE_ROW_SERVER")
+    if server:
+        import tempfile
+
+        from row_server import request   # this file's folder is sys.path[0]
+
+        with tempfile.TemporaryDirectory(prefix="double-rows-") as tmp:
+            out = str(Path(tmp) / "rows.json")
+            if request(server, env_id, args, what, out):
+                return json.loads(Path(out).read_text())
+    return through_verifiers(what, env_id, args)
+
+
 def load_rows(env_block: dict, split: str) -> list[dict]:
     """The env's rows, loaded through verifiers as prime-rl loads them (or from the cache)."""
-    def load() -> list[dict]:
-        args = env_block.get("args") or {}
-        server = os.environ.get("DOUBLE_ROW_SERVER")
-        if server:   # the same load, forked from a warm interpreter (tests/row_server.py)
-            import tempfile
-
-            from row_server import request   # this file's folder is sys.path[0]
-
-            with tempfile.TemporaryDirectory(prefix="double-rows-") as tmp:
-                out = str(Path(tmp) / "rows.json")
-                if request(server, env_block["id"], args, split, out):
-                    return json.loads(Path(out).read_text())
-        return load_through_verifiers(env_block["id"], args, split)
-
-    return cached_load(env_block["id"], [env_block.get("args") or {}, split], load)
+    args = env_block.get("args") or {}
+    return cached_load(env_block["id"], [args, split],
+                       lambda: served_or_loaded(split, env_block["id"], args))
 
 
 def arm_of(output_dir: str | None) -> str:
@@ -207,15 +236,9 @@ def write_eval_rows(path: Path, lines: list[str], mode: str = "w") -> None:
 def zero_weight_metrics(env_block: dict) -> list[str]:
     """The names of the env's zero-weight rubric functions (its metrics), as prime-rl's rows
     carry them (loaded once per installed source, like the rows)."""
-    def load() -> list[str]:
-        import verifiers as vf
-
-        rubric = vf.load_environment(env_block["id"], **env_block.get("args", {})).rubric
-        rubrics = getattr(rubric, "rubrics", [rubric])
-        return [getattr(f, "__name__", "") for r in rubrics
-                for f, w in zip(getattr(r, "funcs", []), getattr(r, "weights", [])) if w == 0]
-
-    return cached_load(env_block["id"], [env_block.get("args") or {}, "metrics"], load)
+    args = env_block.get("args") or {}
+    return cached_load(env_block["id"], [args, "metrics"],
+                       lambda: served_or_loaded("metrics", env_block["id"], args))
 
 
 def main(argv: list[str]) -> int:

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer_double import cached_load, frac, knob, write_eval_rows
+from trainer_double import cached_load, frac, knob, served_or_loaded, write_eval_rows
 
 from driver.dialects import current_schema
 
@@ -47,23 +47,24 @@ def fail(msg: str) -> int:
     return 1
 
 
+def tasks_through_verifiers(tid: str, taskset: dict) -> list[dict]:
+    """A v1 taskset's tasks, built through verifiers v1's loaders as prime-rl builds them."""
+    from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+
+    cls = taskset_class(tid)
+    out = []
+    for task in cls(taskset_config_type(tid)(id=tid, **taskset)):
+        d = task.data
+        out.append({"key": task.key, "hash": task.hash, "prompt": d.prompt,
+                    "answer": getattr(d, "answer", None), "info": getattr(d, "info", None),
+                    "type": type(task).__name__})
+    return out
+
+
 def tasks_of(source: dict) -> list[dict]:
     taskset = dict(source["env"]["taskset"])
     tid = taskset.pop("id")
-
-    def load() -> list[dict]:
-        from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
-
-        cls = taskset_class(tid)
-        out = []
-        for task in cls(taskset_config_type(tid)(id=tid, **taskset)):
-            d = task.data
-            out.append({"key": task.key, "hash": task.hash, "prompt": d.prompt,
-                        "answer": getattr(d, "answer", None), "info": getattr(d, "info", None),
-                        "type": type(task).__name__})
-        return out
-
-    return cached_load(tid, ["taskset", taskset], load)
+    return cached_load(tid, ["taskset", taskset], lambda: served_or_loaded("taskset", tid, taskset))
 
 
 def episode(task: dict, env_id: str, env_name: str, work: str, step: int, ok: bool,

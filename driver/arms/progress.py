@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from driver import clock
+
 
 def training(dialect, out: Path, start_step: int, final_step: int, launched_ts: float | None) -> dict:
     """The launch's newest batch on disk names the trainer step under way (the layout says
@@ -88,7 +90,7 @@ class Printer:
     def show(self, rows: int) -> None:
         if self.quiet:
             return
-        now = time.monotonic()
+        now = clock.monotonic()
         p = training(self.dialect, self.out, self.start, self.final, self.launched_ts) if self.trains else None
         if self.building:
             if p is not None and p["step"] > self.start:

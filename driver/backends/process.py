@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
+from driver import clock
 from driver.backends.base import Command, ProcessIdentity
 from driver.run.model import TrainerProcess
 from driver.run.rundir import now
@@ -154,7 +154,7 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
     eval row is a sign of work. A stalled or timed-out trainer is still running: the caller
     stops it (`stop`) before anything else is launched.
     """
-    start = time.monotonic()
+    start = clock.monotonic()
     last_progress = (0, 0)   # silence counts from the launch (or re-attach), not the first tick
     last_change = start
     cap = limits.cap_s(steps)
@@ -171,7 +171,7 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
             between_reads()
         rc = exit_status(log)
         if rc is None and not alive:
-            time.sleep(STATUS_SETTLE_S)   # a status written the instant before: read it again
+            clock.sleep(STATUS_SETTLE_S)   # a status written the instant before: read it again
             rc = exit_status(log)
         if rc is not None or not alive:
             if rc == 0 and rows >= expected_rows:
@@ -182,7 +182,7 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
             if rc is None:
                 return PollResult("failed", None, rows, "trainer vanished without an exit status")
             return PollResult("failed", rc, rows, f"trainer exited with status {rc}")
-        t = time.monotonic()
+        t = clock.monotonic()
         done = progress() if progress is not None else 0
         if (done, rows) != last_progress:
             last_progress, last_change = (done, rows), t
@@ -201,7 +201,7 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
                               "a working arm takes under its limits")
         if on_tick:
             on_tick(rows)
-        time.sleep(interval)
+        clock.sleep(interval)
 
 
 def group_members(tp: ProcessIdentity) -> list[psutil.Process]:
@@ -299,12 +299,12 @@ def stop(tp: ProcessIdentity, grace_s: float = 10.0, log: Path | None = None) ->
         os.killpg(tp.pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
+    deadline = clock.monotonic() + grace_s
+    while clock.monotonic() < deadline:
         reap(tp)
         if not tree_alive(tp, log):
             return
-        time.sleep(0.1)
+        clock.sleep(0.1)
     for _ in range(2):
         left = tree_alive(tp, log)
         try:
@@ -316,12 +316,12 @@ def stop(tp: ProcessIdentity, grace_s: float = 10.0, log: Path | None = None) ->
                 p.kill()
             except psutil.Error:
                 pass
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline:
+        deadline = clock.monotonic() + 30.0
+        while clock.monotonic() < deadline:
             reap(tp)
             if not tree_alive(tp, log):
                 return
-            time.sleep(0.1)
+            clock.sleep(0.1)
     pids = ", ".join(f"{p.pid}" for p in tree_alive(tp, log))
     raise OSError(f"processes of launch {tp.pid} survived SIGKILL for 30 s ({pids}); stop them by "
                   "hand (kill -9 PID) before resuming")
@@ -356,15 +356,15 @@ def port_holder(port: int) -> str | None:
 def wait_ports_free(ports: list[int], timeout_s: float) -> None:
     """Return once every port in `ports` can be bound; a server still shutting down gets
     `timeout_s` to let go. Raise OSError naming the holder otherwise."""
-    deadline = time.monotonic() + timeout_s
+    deadline = clock.monotonic() + timeout_s
     while True:
         held = {port: holder for port in ports if (holder := port_holder(port))}
         if not held:
             return
-        if time.monotonic() >= deadline:
+        if clock.monotonic() >= deadline:
             raise OSError("port(s) the launch needs are taken: " + "; ".join(
                 f"{port} by {who}" for port, who in held.items()))
-        time.sleep(0.5)
+        clock.sleep(0.5)
 
 
 def log_tail(log: Path, n: int = 20) -> str:

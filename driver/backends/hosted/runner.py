@@ -7,7 +7,6 @@ import json
 import os
 import re
 import secrets
-import time
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,7 +15,7 @@ from typing import Any
 
 import tomli_w
 
-from driver import faults
+from driver import clock, faults
 from driver.backends.base import Command
 from driver.backends.hosted.cli import CLIError, PrimeCLI, error_text, parse_json
 from driver.backends.hosted.records import (
@@ -130,7 +129,7 @@ class HostedRunner:
         interval = max(interval, poll_floor_s())
         base = tp.start_step if rec["kind"] == "train" else 0
         last_step: int | None = None
-        last_change = time.monotonic()
+        last_change = clock.monotonic()
         running_since: float | None = None
         failures = 0
         while True:
@@ -146,7 +145,7 @@ class HostedRunner:
                     say(log, f"run {run_id}: `prime train get` failed {failures} times in a row ({e})")
                     return PollResult("stalled", None, 0, f"lost track of hosted run {run_id}: `prime "
                                       f"train get` failed {failures} times in a row ({e})")
-                time.sleep(interval)
+                clock.sleep(interval)
                 continue
             status = str(run.get("status") or "").upper()
             seen = rec.setdefault("runs", {}).setdefault(run_id, {})
@@ -167,7 +166,7 @@ class HostedRunner:
                 self._continue(rec, out, log, run_id)
                 running_since, last_step = None, None
                 continue
-            t = time.monotonic()
+            t = clock.monotonic()
             # waiting in the queue is not counted against the limits; RUNNING is, and so is a
             # status this CLI version does not know (the platform may add one)
             if status not in ("QUEUED", "PENDING", "PAUSING"):
@@ -196,7 +195,7 @@ class HostedRunner:
                                       f"{limits.cap_s(steps):.0f}s, the longest a working arm takes")
             if on_tick:
                 on_tick(0)
-            time.sleep(interval)
+            clock.sleep(interval)
 
     def stop(self, tp: TrainerProcess) -> None:
         """`prime train stop RUN -f`, confirmed: the CLI prints the run's status once the stop has
