@@ -80,6 +80,11 @@ def driver_env(tmp_path: Path, **extra) -> dict:
         "DOUBLE_LAUNCH_LOG": str(tmp_path / "launches.jsonl"),
         "DOUBLE_SERVER_DIR": str(tmp_path / "servers"),
         "DOUBLE_READY_TIMEOUT_SECONDS": "30",
+        # how long a trainer rank takes to exit on SIGTERM is not settled by prime-rl's source
+        # (double_launcher.py): an instant exit here; test_full_run_and_resume's reference run
+        # takes the double's 0.3 s, and test_production_shape's stalled control a rank that never
+        # exits on SIGTERM
+        "DOUBLE_RANK_TEARDOWN_SECONDS": "0",
         "CUDA_VISIBLE_DEVICES": "0,1",
         "NETRC": str(tmp_path / "no-netrc"),
         "PYTHONUNBUFFERED": "1",

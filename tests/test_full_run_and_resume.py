@@ -97,7 +97,9 @@ def resume_step(rl_toml) -> int | None:
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ref")
-    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], driver_env(tmp))
+    # each rank takes the trainer double's own teardown on SIGTERM (the suite's default is none)
+    env = driver_env(tmp, DOUBLE_RANK_TEARDOWN_SECONDS="0.3")
+    r = driver([*ARGS, "--runs-dir", str(tmp / "runs")], env)
     assert r.returncode == 0, r.stderr
     return tmp, run_dir_from(r.stdout), r
 
