@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 INSTALL = ["-e", ".[test,embedded]", "-e", "environments/stock_arithmetic",
-           "-e", "environments/model_router"]
+           "-e", "environments/model_router", "-e", "environments/hidden_number"]   # the README's
 
 
 def durations(junit: Path) -> dict[str, float]:
