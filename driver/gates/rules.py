@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from driver.run.arm_files import ArmFiles
+
 MIN_ROWS, MAX_ROWS = 500, 1000
 MIN_DOMAINS, MIN_SUBS_PER_DOMAIN, MIN_BUCKET_SHARE = 3, 2, 0.03
 MIN_HARD, MAX_EASY = 0.40, 0.20
@@ -72,8 +74,8 @@ def _pct(x: float) -> str:
 
 
 LINES: tuple[GateLine, ...] = (
-    GateLine("weakness", "weakness.json valid", "weakness.json",
-             "weakness.json parses against its schema (every bad field is named)"),
+    GateLine("weakness", f"{ArmFiles.WEAKNESS} valid", ArmFiles.WEAKNESS,
+             f"{ArmFiles.WEAKNESS} parses against its schema (every bad field is named)"),
     GateLine("well_formed", "rows well-formed", "every row",
              "each line is a JSON object with string question and answer, and info holding every "
              f"required field with its type; at most {MAX_ROW_CHARS:,} characters per row"),

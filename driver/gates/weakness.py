@@ -10,6 +10,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from driver.gates.rules import MAX_ROWS, MIN_BUCKET_SHARE, MIN_ROWS
+from driver.run.arm_files import ArmFiles
 
 
 class _Open(BaseModel):
@@ -74,7 +75,7 @@ def problems(data: object) -> list[str]:
     except ValidationError as e:
         out = []
         for err in e.errors():
-            where = ".".join(str(p) for p in err["loc"]) or "weakness.json"
+            where = ".".join(str(p) for p in err["loc"]) or ArmFiles.WEAKNESS
             out.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
         return out
 

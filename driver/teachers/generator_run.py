@@ -52,7 +52,7 @@ def _crash_site(log_text: str) -> str:
     site = ""
     for line in log_text.splitlines():
         s = line.strip()
-        if s.startswith('File "') and "gen_dataset.py" in s and ", in " in s:
+        if s.startswith('File "') and ArmFiles.GENERATOR in s and ", in " in s:
             site = s.split(", in ", 1)[1]
     return site
 
