@@ -66,7 +66,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -439,6 +438,27 @@ def cmd_usage(a) -> None:
         out(f"Run {rec['id']}: ${total:.4f}")
 
 
+def end_workload(pgid: int) -> None:
+    """A stopped run's workload ends whole: the platform tears down the run's pod, so nothing it
+    started survives, not even a trainer rank that torchrun put in a session of its own
+    (tests/double_launcher.py). The CLI's source says nothing of the pod (the stop is a PUT,
+    commands/rl.py:1761@0.18.0); a process of a stopped pod living on is what no platform does."""
+    import psutil
+
+    procs = []
+    for p in psutil.process_iter():
+        try:
+            if os.getpgid(p.pid) == pgid:
+                procs += [p, *p.children(recursive=True)]
+        except (ProcessLookupError, psutil.Error):
+            pass
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+
+
 def cmd_stop(a) -> None:
     require_auth()
     if not a.force:
@@ -453,10 +473,7 @@ def cmd_stop(a) -> None:
             if rec["status"] not in TERMINAL:
                 pgid = rec.get("worker_pgid")
                 if pgid:
-                    try:
-                        os.killpg(pgid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+                    end_workload(pgid)
                 rec.update(status="STOPPED", completed_at=time.time(),
                            rollouts_trained=len(rollout_steps(rec)) * int(rl_run(rec)["batch_size"] or 0))
                 save_run(rec)

@@ -65,6 +65,24 @@ def platform_runs(tmp_path: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted((tmp_path / "platform" / "runs").glob("*.json"))]
 
 
+def workload_left(tmp_path: Path) -> list[str]:
+    """The live processes this test's platform (PRIME_DOUBLE_HOME) started, as commands: those
+    under its environment that are not this test process's own (the in-process driver's warm
+    workers carry the same environment)."""
+    import psutil
+
+    home, left = str(tmp_path / "platform"), []
+    ours = {p.pid for p in psutil.Process().children(recursive=True)}
+    for p in psutil.process_iter():
+        try:
+            if p.pid not in ours and p.environ().get("PRIME_DOUBLE_HOME") == home \
+                    and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(" ".join(p.cmdline()))
+        except psutil.Error:
+            pass
+    return left
+
+
 def submissions(tmp_path: Path) -> Counter:
     """(arm, kind) -> runs submitted, from the names the driver gives them."""
     out: Counter = Counter()
@@ -123,6 +141,9 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
     assert submissions(tmp) == {**{(arm, kind): 1 for arm in ARMS for kind in ("train", "eval")
                                    if (arm, kind) != ("run_b_combined_from_base", "eval")}, ("iter_1", "probe"): 1}
     assert all(run["status"] == "COMPLETED" for run in platform_runs(tmp) if "-run_b_" not in run["name"])
+    # the lost run was stopped, and a stopped run's workload ends whole: no process of this
+    # platform lives on, not even a trainer rank in a session of its own
+    assert workload_left(tmp) == []
     # each run's dispatch quoted its on-demand rate; the ledger has both views of every launch
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
     for e in ledger.values():
