@@ -63,6 +63,20 @@ def test_the_served_metrics_are_the_metrics_a_launch_reads_itself(server, tmp_pa
     assert json.loads(out.read_text()) == metrics_through_verifiers("stock_arithmetic", {})
 
 
+def test_the_served_tasks_of_a_v1_taskset_are_the_tasks_a_launch_builds_itself(server, tmp_path):
+    """The server holds verifiers v1 beside the classic API; a taskset's tasks come out as a
+    launch that imports only v1 builds them (trainer_double_current.tasks_through_verifiers)."""
+    out = tmp_path / "tasks.json"
+    taskset = {"split": "train"}
+    assert request(server, "stock_arithmetic", taskset, "taskset", str(out))
+    code = ("import json, sys\nsys.path.insert(0, sys.argv[1])\n"
+            "from trainer_double_current import tasks_through_verifiers\n"
+            "print(json.dumps(tasks_through_verifiers('stock_arithmetic', {'split': 'train'}), default=str))\n")
+    own = subprocess.run([sys.executable, "-c", code, str(HERE)], capture_output=True, text=True, check=True)
+    served = json.loads(out.read_text())
+    assert served and served == json.loads(own.stdout)
+
+
 def test_a_launch_in_the_suites_shell_makes_every_load_through_the_sessions_server(tmp_path):
     """The server conftest starts answers a launch under driver_env's settings, so no launch of
     the suite pays the verifiers import: its train rows, eval rows and metrics all come served."""
