@@ -34,8 +34,11 @@ ARGS = ["run", "--backend", "hosted", "--max-iters", "3", "--seed", "7", *FAST, 
 # the whole loop's platform: an on-demand-only account (no reserved cluster caches the student),
 # prime-rl's run directory at runs/<runId>/ itself, and run_b's training run lost (its status
 # reads fail while it runs on)
+# A GPU step takes far longer than a poll: each step of the platform's runs lasts half a second
+# here, so a poll sees iter_0 running past its first step and measures its start-up (the probe's
+# cost estimate reads it); a run that finished between two polls leaves it unmeasured.
 REFERENCE = {"PRIME_DOUBLE_ACCOUNT": "on_demand", "PRIME_DOUBLE_LAYOUT": "flat",
-             "PRIME_DOUBLE_GET_FAIL": "-run_b_combined_from_base-train-"}
+             "PRIME_DOUBLE_GET_FAIL": "-run_b_combined_from_base-train-", "DOUBLE_STEP_SECONDS": "0.5"}
 ARMS = ["iter_0", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
         "run_c_untargeted_from_iter0"]
 KILL_POINTS = [
@@ -56,6 +59,8 @@ def hosted_env(tmp_path: Path, **extra) -> dict:
                 "PRIME_DOUBLE_HOME": str(tmp_path / "platform"),
                 "PRIME_DOUBLE_PYTHON": sys.executable, "PRIME_API_KEY": "test-key",
                 "DRIVER_HOSTED_POLL_S": "0.3",   # each poll is two CLI calls
+                # the platform's pods run the double's trainer ranks with its own teardown
+                "DOUBLE_RANK_TEARDOWN_SECONDS": "0.3",
                 "DRIVER_HOSTED_LOST_AFTER": "5"})
     env.update({k: str(v) for k, v in extra.items()})
     return env
