@@ -141,10 +141,12 @@ def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = 
 @pytest.fixture
 def fast_clock(monkeypatch):
     """The in-process driver's clock (driver/clock.py) running FAST_CLOCK_RATE times faster than
-    real time: its limits, grace periods and poll intervals pass in a tenth of their length, so a
-    test of a 15-second stall timeout waits 1.5 s. Everything outside the driver (the trainer
-    double, its process tree, the hosted double) keeps real time, as a slow trainer would. Only
-    a driver running in the test's process (`driver` without own_process) sees it."""
+    real time: its limits, grace periods and poll intervals pass in a fifth of their length, so a
+    test of a 15-second stall timeout waits 3 s. Everything outside the driver (the trainer
+    double, its process tree, the hosted double) keeps real time, as a slow trainer would, so
+    every limit of the test must stay well above what a healthy launch takes in real time on a
+    loaded machine once divided by the rate (a 3-second stall limit would not). Only a driver
+    running in the test's process (`driver` without own_process) sees it."""
     import time
 
     from driver import clock
@@ -156,7 +158,7 @@ def fast_clock(monkeypatch):
     return FAST_CLOCK_RATE
 
 
-FAST_CLOCK_RATE = 10
+FAST_CLOCK_RATE = 5
 
 
 def driver_in_process(args: list[str], env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
