@@ -28,7 +28,8 @@ def _pin_torch_cache_dir() -> None:
     change, for every later launch, an import-time setting the row server and the driver's warm
     workers were started under (driver/envs/worker.py's IMPORT_TIME_ENV), and each launch would
     then pay the imports itself. Set first, to the value torch would write (the same file's
-    default_cache_dir, :24-33), it never changes."""
+    default_cache_dir, :24-33, computed here rather than imported: importing torch would cost
+    every test process seconds), it never changes."""
     import getpass
     import re
     import tempfile

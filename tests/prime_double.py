@@ -442,7 +442,9 @@ def end_workload(pgid: int) -> None:
     """A stopped run's workload ends whole: the platform tears down the run's pod, so nothing it
     started survives, not even a trainer rank that torchrun put in a session of its own
     (tests/double_launcher.py). The CLI's source says nothing of the pod (the stop is a PUT,
-    commands/rl.py:1761@0.18.0); a process of a stopped pod living on is what no platform does."""
+    commands/rl.py:1761@0.18.0), but the other reading has nothing to test: the driver never
+    sees a pod's processes, only the run's status, so a survivor would be a process of this
+    machine that the double ran in the pod's place, not a behaviour of the platform."""
     import psutil
 
     procs = []

@@ -29,11 +29,11 @@ import socket
 import sys
 
 SERVER_ENV: dict[str, str] = {}   # the environment this server started (and imported) under
-SERVED_LOG = ""   # each answered request's line: served_log(socket)
+SERVED_LOG = ""   # a line per request, answered or declined: served_log(socket)
 
 
 def served_log(path: str) -> str:
-    """The file a server at socket `path` appends each answered request to."""
+    """The file a server at socket `path` appends each request's outcome to."""
     return path + ".served"
 
 

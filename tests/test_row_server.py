@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from row_server import request
+from row_server import request, served_log
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,7 +88,7 @@ def test_a_launch_in_the_suites_shell_makes_every_load_through_the_sessions_serv
                    '[[orchestrator.eval.env]]\nid = "stock_arithmetic"\nnum_examples = 8\n')
     env = conftest.driver_env(tmp_path, DOUBLE_ROW_CACHE=tmp_path / "no-cache-yet")
     (tmp_path / "no-cache-yet").mkdir()
-    served = Path(env["DOUBLE_ROW_SERVER"] + ".served")
+    served = Path(served_log(env["DOUBLE_ROW_SERVER"]))
     launch = subprocess.run([sys.executable, str(HERE / "trainer_double.py"), "@", str(cfg),
                              "--output-dir", str(tmp_path / "out")], env=env, capture_output=True,
                             text=True, timeout=120)

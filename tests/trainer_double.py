@@ -137,7 +137,10 @@ def load_through_verifiers(env_id: str, args: dict, split: str) -> list[dict]:
 
 
 def metrics_through_verifiers(env_id: str, args: dict) -> list[str]:
-    """The names of the env's zero-weight rubric functions: the metrics prime-rl's rows carry."""
+    """The names of the env's zero-weight rubric functions. prime-rl's eval rows carry every
+    reward function's score in `metrics`, zero-weight ones included (rl_contract/rows.py:10-11,
+    verifiers/utils/save_utils.py:196-314@58b119f); the double sets only the selection label
+    among them (rl_contract/rows.py:17-19), so it needs only their names."""
     import verifiers as vf
 
     rubric = vf.load_environment(env_id, **args).rubric

@@ -48,7 +48,9 @@ def fail(msg: str) -> int:
 
 
 def tasks_through_verifiers(tid: str, taskset: dict) -> list[dict]:
-    """A v1 taskset's tasks, built through verifiers v1's loaders as prime-rl builds them."""
+    """A v1 taskset's tasks as prime-rl's orchestrator gets them: `vf.load_taskset(config)`
+    (orchestrator/envs.py:75@559b447), which is `taskset_class(config.id)(config)` in verifiers
+    v1 (utils/loaders.py:190-191), then every task of it (envs.py:80)."""
     from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
 
     cls = taskset_class(tid)
