@@ -13,6 +13,7 @@ from driver.envs.introspect import introspect
 from driver.envs.packages import package_name, write_package
 from driver.errors import DriverError
 from stock_arithmetic.data import build_splits
+from tests_support import python_c
 
 PY = sys.executable
 
@@ -104,7 +105,7 @@ with open(sys.argv[2], "w") as f:
 def mirror_check(name: str, tmp_path) -> dict:
     """MIRROR_CHECK on the installed env `name`, in a fresh interpreter; its result as a dict."""
     dest = tmp_path / "mirror_check.json"
-    r = subprocess.run([PY, "-c", MIRROR_CHECK, name, str(dest)], capture_output=True, text=True)
+    r = python_c(MIRROR_CHECK, name, dest)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(dest.read_text())
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, with_test_envs
+from tests_support import python_c
 from driver.envs.install import cleanup, install_generated
 from driver.envs.introspect import introspect
 from driver.envs.packages import write_package
@@ -111,8 +111,8 @@ def load_check(tmp_path: Path, name: str, hub: dict, texts: list[tuple[int, str]
     built on, its rows, and the rewards its rubric and the hub's give `texts` ((row, reply))."""
     (tmp_path / "texts.json").write_text(json.dumps(texts))
     dest = tmp_path / "load_check.json"
-    r = subprocess.run([PY, "-c", LOAD_CHECK, name, hub["env_id"], json.dumps(hub.get("env_args") or {}),
-                        str(tmp_path / "texts.json"), str(dest)], capture_output=True, text=True, timeout=300)
+    r = python_c(LOAD_CHECK, name, hub["env_id"], json.dumps(hub.get("env_args") or {}),
+                 tmp_path / "texts.json", dest)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(dest.read_text())
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, ROOT, driver, driver_env, with_test_envs
+from tests_support import python_c
 from driver.envs.describe import refuse_unscorable
 from driver.envs.install import cleanup, install_generated
 from driver.envs.introspect import introspect
@@ -208,8 +208,7 @@ def test_the_generated_env_scores_the_hubs_own_rows_exactly_as_the_hub_does(tmp_
 
     todo = [(i, t) for i in range(12) for t in replies(data[i])]
     (tmp_path / "todo.json").write_text(json.dumps(todo))
-    r = subprocess.run([PY, "-c", CHECK, name, "index_gym", str(tmp_path / "todo.json"), str(tmp_path / "o.json")],
-                       capture_output=True, text=True, timeout=300)
+    r = python_c(CHECK, name, "index_gym", tmp_path / "todo.json", tmp_path / "o.json")
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads((tmp_path / "o.json").read_text())
     assert out["class"] == "SingleTurnEnv" and out["same_parser"]

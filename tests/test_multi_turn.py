@@ -23,6 +23,7 @@ import pytest
 import torch
 
 from conftest import ENVS, ROOT, cpu_user_env, driver, with_test_envs
+from tests_support import python_c
 
 PY = sys.executable
 sys.path.insert(0, ENVS)
@@ -205,8 +206,7 @@ def test_a_generated_env_keeps_the_hubs_turn_limit_and_plays_the_same_turns(tmp_
         secret, lo, hi = int(data[0]["answer"]), data[0]["info"]["lo"], data[0]["info"]["hi"]
         moves = ["<guess>0</guess>", f"<guess>{lo}</guess>", "no idea", f"<guess>{hi}</guess>",
                  f"<guess>{secret}</guess>"]
-        r = subprocess.run([PY, "-c", PLAY_CHECK, name, "guess_game", json.dumps(moves),
-                            str(ROOT / "driver" / "envside")], capture_output=True, text=True, timeout=300)
+        r = python_c(PLAY_CHECK, name, "guess_game", json.dumps(moves), ROOT / "driver" / "envside")
         assert r.returncode == 0, r.stderr[-3000:]
         out = json.loads(r.stdout.splitlines()[-1])
     finally:
@@ -577,7 +577,7 @@ def test_on_prime_rl_a_multi_turn_hub_envs_iteration_installs_a_generated_env_wi
     assert (it1 / "rl.toml").exists() and "max_turns = 11" in (it1 / "rl.toml").read_text()
     installed = json.loads((it1 / "env_installed.json").read_text())
     name = next(p.name for p in it1.iterdir() if p.is_dir() and p.name.startswith("hidden_number_iter_1"))
-    out = subprocess.run([PY, "-c", LOAD_GENERATED, name], capture_output=True, text=True, timeout=300)
+    out = python_c(LOAD_GENERATED, name)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.splitlines()[-1])
     assert got == {"class": "HiddenNumberEnv", "max_turns": 11, "rows": installed["rows"]}

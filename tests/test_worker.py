@@ -2,6 +2,8 @@
 the libraries loaded, with the same results, errors and time limits as a new interpreter."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import time
@@ -31,12 +33,19 @@ print("to stderr", file=sys.stderr)
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _no_worker_outlives_the_module():
+    yield
+    worker.close_all()
+
+
 @pytest.fixture
 def warm():
+    """The worker for this test process's settings: the one an earlier test left running (a
+    request leaves nothing behind in it), else a new one."""
     w = worker.get(PY)
     assert w is not None
-    yield w
-    worker.close_all()
+    return w
 
 
 @pytest.fixture
@@ -106,6 +115,34 @@ def test_a_request_whose_import_time_settings_differ_from_the_workers_gets_anoth
     finally:
         worker.close_all()
     assert seen == [str(tmp_path / h) for h in ("a", "b", "a")]
+
+
+SHOW_PATH = """
+import json, sys
+import {module}
+print(json.dumps({{"path": sys.path[1:], "file": {module}.__file__}}))
+"""
+
+
+@pytest.mark.parametrize("module", ["own_module_of_this_test", "datasets"])
+def test_a_request_under_another_pythonpath_sees_the_modules_a_new_interpreter_would(
+        warm, script, tmp_path, monkeypatch, module):
+    """PYTHONPATH is set per request: a folder added there puts its modules before the worker's,
+    as a new interpreter's sys.path does, and the warm worker serves it. A folder holding a
+    module the worker imported already (`datasets`) would leave the request the worker's copy, so
+    that request gets another worker, and the folder's copy."""
+    folder = tmp_path / "on-pythonpath"
+    folder.mkdir()
+    (folder / f"{module}.py").write_text("")
+    show = script(SHOW_PATH.format(module=module))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), "relative", os.environ.get("PYTHONPATH", "")]))
+    got = worker.run_py(PY, show, [], cwd=str(tmp_path))
+    new = subprocess.run([PY, str(show)], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert got.returncode == new.returncode == 0, got.stderr + new.stderr
+    assert json.loads(got.stdout) == json.loads(new.stdout)
+    assert json.loads(got.stdout)["file"] == str(folder / f"{module}.py")
+    shared = worker.get(PY, cwd=str(tmp_path)) is warm
+    assert shared == (module != "datasets")
 
 
 def test_a_request_that_says_it_needs_verifiers_v1_gets_the_v1_worker(warm, script):

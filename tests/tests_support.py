@@ -1,6 +1,25 @@
 """Small builders shared by tests."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+
+def python_c(code: str, *args, timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -c CODE ARGS...` as a new interpreter runs it, in a process forked from the
+    driver's warm worker for this test's settings (driver/envs/worker.py: verifiers and datasets
+    imported, no env module and nothing of an earlier request; tests/test_worker.py holds its
+    results to a new interpreter's), as the driver runs its own env-side checks. The code runs
+    from a file, whose folder is sys.path[0] where `-c` has the working directory."""
+    from driver.envs import worker
+
+    with tempfile.TemporaryDirectory(prefix="python-c-") as tmp:
+        script = Path(tmp) / "check.py"
+        script.write_text(code)
+        return worker.run_py(sys.executable, script, [str(a) for a in args], timeout=timeout)
+
 
 def weakness_json() -> dict:
     """A valid weakness.json for the StockArithmetic family's buckets."""

@@ -53,16 +53,39 @@ class Worker:
         self.python = python
         self.lock = threading.Lock()
         self.buf = b""
+        # sys.path as its interpreter built it from PYTHONPATH (entries made absolute against
+        # the working directory, as a new interpreter does)
+        self.path_entries = path_entries(os.environ.get("PYTHONPATH", ""), os.getcwd())
         self.proc = subprocess.Popen([python, str(SERVER), json.dumps(preload)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         self.ready = False   # the imports run while the driver goes on; run() waits for them
+        self.loaded: frozenset[str] = frozenset()   # its top-level modules, once ready
 
     def _await_ready(self) -> None:
         if not self.ready:
-            if not self._read(timeout=300).get("ready"):
+            line = self._read(timeout=300)
+            if not line.get("ready"):
                 raise OSError("the worker did not start")
+            self.loaded = frozenset(line.get("modules", ()))
             self.ready = True
+
+    def serves_path(self, pythonpath: str, cwd: str | None = None) -> bool:
+        """Whether a request under `pythonpath` gets from this worker what a new interpreter
+        would give it. The request's process puts the request's entries on sys.path in place of
+        the worker's (worker_server.py); what the worker imported before it started stays, so
+        the answer is no when an entry added or dropped holds a module of that name, or the
+        entries both have change order. Waits for the worker's imports (what they loaded
+        decides), which a request would wait for anyway."""
+        theirs = path_entries(pythonpath, cwd or os.getcwd())
+        if theirs == self.path_entries:
+            return True
+        mine = self.path_entries
+        if [p for p in mine if p in theirs] != [p for p in theirs if p in mine]:
+            return False
+        self._await_ready()
+        found = module_names(set(mine) ^ set(theirs))
+        return found is not None and not (found & self.loaded)
 
     def _read(self, timeout: float | None) -> dict:
         """The worker's next protocol line, waiting at most `timeout` seconds for it (None: as
@@ -122,7 +145,9 @@ class Worker:
 # datasets.config, transformers), torch's and CUDA's settings, the API clients' defaults. A
 # request runs with the driver's whole environment as it is then, but what an import already
 # read stays as the worker's start saw it: a driver whose values of these differ from its
-# worker's (a driver called in-process more than once) gets another worker.
+# worker's (a driver called in-process more than once) gets another worker. PYTHONPATH alone is
+# set per request, as a new interpreter sets sys.path from it, wherever that cannot change which
+# file an already imported module came from (Worker.serves_path).
 IMPORT_TIME_ENV = ("PYTHONPATH", "HOME", "XDG_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_",
                    "DATASETS_", "TORCH", "PYTORCH_", "CUDA_", "OPENAI_", "ANTHROPIC_")
 
@@ -130,22 +155,59 @@ _WORKERS: dict[tuple, Worker | None] = {}
 MAX_WORKERS = 4   # a run needs at most three: classic, v1, torch
 
 
+def path_entries(pythonpath: str, cwd: str) -> list[str]:
+    """PYTHONPATH's entries as a new interpreter started in `cwd` puts them on sys.path: each
+    made absolute against `cwd` (an empty one is `cwd` itself)."""
+    # made absolute and without repeats, as site.removeduppaths leaves them
+    return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, p))
+                              for p in pythonpath.split(os.pathsep))) if pythonpath else []
+
+
+def module_names(folders: set[str]) -> set[str] | None:
+    """The top-level module names an import could find in `folders`; None for any name at all
+    (an entry that is a file, a zip, could hold any module)."""
+    names: set[str] = set()
+    for folder in folders:
+        if os.path.isfile(folder):
+            return None
+        try:
+            entries = os.listdir(folder)
+        except OSError:
+            continue
+        names.update(n.split(".", 1)[0] for n in entries if n.isidentifier() or
+                     n.endswith((".py", ".pyc", ".so", ".pyd")))
+    return names
+
+
 def _key(python: str, torch: bool, v1: bool) -> tuple:
-    read_at_import = sorted((k, v) for k, v in os.environ.items() if k.startswith(IMPORT_TIME_ENV))
+    read_at_import = sorted((k, v) for k, v in os.environ.items()
+                            if k.startswith(IMPORT_TIME_ENV) and k != "PYTHONPATH")
     return (python, torch, v1, tuple(read_at_import))
 
 
-def get(python: str, torch: bool = False, v1: bool = False) -> Worker | None:
+def get(python: str, torch: bool = False, v1: bool = False, cwd: str | None = None,
+        env: dict | None = None) -> Worker | None:
     """`python`'s worker (with torch and transformers loaded too when `torch`, verifiers v1
     when `v1`), started on first call; its imports run in the background until the first
-    request waits for them."""
+    request waits for them. A request's PYTHONPATH (the driver's, or `env`'s) picks among
+    workers of the same settings the first whose imports it leaves as they are (`cwd`: the
+    request's working directory)."""
     if not hasattr(os, "fork") or os.environ.get("DRIVER_NO_WORKER"):
         return None
-    key = _key(python, torch, v1)
-    w = _WORKERS.pop(key, None)
-    if w is not None and w.alive():
+    pythonpath = {**os.environ, **(env or {})}.get("PYTHONPATH", "")
+    same = _key(python, torch, v1)
+    for key in [k for k in _WORKERS if k[:-1] == same]:
+        w = _WORKERS.pop(key)
+        if w is None or not w.alive():
+            continue
         _WORKERS[key] = w   # the most recently used last
-        return w
+        try:
+            if w.serves_path(pythonpath, cwd):
+                return w
+        except (OSError, TimeoutError):   # it did not start: replaced below
+            _WORKERS.pop(key)
+            w.close()
+    key = (*same, pythonpath)
     while len(_WORKERS) >= MAX_WORKERS:   # the least recently used goes (a torch one holds a GB)
         old = _WORKERS.pop(next(iter(_WORKERS)))
         if old is not None:
@@ -168,12 +230,13 @@ def run_py(python: str, script: Path, args: list[str], timeout: float | None = 6
     (the taskset jobs). Each says so explicitly and gets a worker with those preloaded.
     `fresh`: a new interpreter, not the worker (the request must see `python` as it starts now,
     and needs none of the worker's imports); `timeout` None: no limit."""
-    w = None if fresh else get(python, torch, v1)
+    w = None if fresh else get(python, torch, v1, cwd=cwd, env=env)
     if w is not None:
         try:
             return w.run(script, args, timeout, cwd=cwd, env=env)
         except OSError:   # the worker did not start, or died mid-request: the old way
-            _WORKERS.pop(_key(python, torch, v1), None)
+            for key in [k for k, v in _WORKERS.items() if v is w]:
+                del _WORKERS[key]
     return subprocess.run([python, str(script), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})}, check=False)
 

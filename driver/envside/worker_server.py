@@ -35,6 +35,12 @@ def _child(req: dict) -> None:
         sys.stdin = open(os.devnull)  # noqa: SIM115 - the request's stdin, open until it exits
         sys.argv = [req["path"], *req["argv"]]
         sys.path[0] = os.path.dirname(os.path.realpath(req["path"]))   # as `python PATH` sets it
+        # the request's PYTHONPATH before the rest, as a new interpreter builds sys.path (the
+        # driver sends here only a request whose entries leave every module imported here where
+        # it is: driver/envs/worker.py, Worker.serves_path)
+        sys.path[1:] = list(dict.fromkeys(
+            _path_entries(os.environ.get("PYTHONPATH", ""), os.getcwd()) + BASE_PATH))
+        importlib.invalidate_caches()
         try:
             runpy.run_path(req["path"], run_name="__main__")
             code = 0
@@ -51,6 +57,30 @@ def _child(req: dict) -> None:
             os._exit(code)
 
 
+# sys.path after its first entry as this interpreter builds it without PYTHONPATH (the standard
+# library, site-packages, what their .pth files add): a request's PYTHONPATH goes before it
+BASE_PATH: list[str] = []
+
+
+def _base_path() -> list[str]:
+    """Asked of a new interpreter: this one's sys.path has lost, to site.removeduppaths, any
+    entry its own PYTHONPATH held already."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
+def _path_entries(pythonpath: str, cwd: str) -> list[str]:
+    """PYTHONPATH's entries as a new interpreter started in `cwd` puts them on sys.path (the
+    driver's driver/envs/worker.py path_entries; this file runs without the driver)."""
+    # made absolute and without repeats, as site.removeduppaths leaves them
+    return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, p))
+                              for p in pythonpath.split(os.pathsep))) if pythonpath else []
+
+
 def preload(spec: str) -> None:
     module, _, attrs = spec.partition(":")
     mod = importlib.import_module(module)
@@ -59,13 +89,16 @@ def preload(spec: str) -> None:
 
 
 def serve(specs: list[str]) -> None:
+    BASE_PATH[:] = _base_path()
     for spec in specs:
         try:
             preload(spec)
         except Exception:  # noqa: BLE001, S110 - one not there is imported (or missed) by the request
             pass
     out = os.fdopen(os.dup(1), "w")
-    print(json.dumps({"ready": True}), file=out, flush=True)
+    # with the top-level modules loaded, which a request's PYTHONPATH must leave where they are
+    print(json.dumps({"ready": True, "modules": sorted(n for n in sys.modules if "." not in n)}),
+          file=out, flush=True)
     for line in sys.stdin:
         req = json.loads(line)
         pid = os.fork()
