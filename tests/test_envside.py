@@ -51,6 +51,33 @@ def test_every_envside_module_imports_in_this_interpreter_without_the_driver():
     assert got == {"loaded": MODULES, "driver": []}
 
 
+@pytest.mark.parametrize("module", ["stock_arithmetic.classic", "verifiers.envs", "yaml", "google.protobuf",
+                                    "_distutils_hack", "no_module_of_this_name"])
+def test_the_distribution_named_for_a_module_is_the_one_importlib_metadata_names(module):
+    """rows.distribution_of reads only the file lists that mention the module's package: it names
+    what packages_distributions' full scan names (an editable install, which maps no file to its
+    package, by its own name; a module whose distribution is named otherwise; a namespace
+    package; a top-level module of another distribution; none)."""
+    from importlib import metadata
+
+    sys.path.insert(0, str(ENVSIDE))
+    try:
+        import rows
+    finally:
+        sys.path.remove(str(ENVSIDE))
+    top = module.split(".")[0]
+    expected = None
+    for name in (metadata.packages_distributions().get(top) or []) + [top]:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        expected = {"name": dist.metadata["Name"], "version": dist.version}
+        break
+    assert rows.distribution_of(module) == expected
+    assert (expected is None) == (module == "no_module_of_this_name")
+
+
 def test_envside_modules_import_each_other_by_plain_name_never_the_driver():
     for path in ENVSIDE.glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):

@@ -73,10 +73,26 @@ def distribution_of(module: str) -> dict | None:
     from importlib import metadata
 
     top = module.split(".")[0]
-    for name in (metadata.packages_distributions().get(top) or []) + [top]:
+    owner = next((d for d in metadata.distributions() if _provides(d, top)), None)
+    if owner is None:
         try:
-            dist = metadata.distribution(name)
+            owner = metadata.distribution(top)
         except metadata.PackageNotFoundError:
-            continue
-        return {"name": dist.metadata["Name"], "version": dist.version}
-    return None
+            return None
+    return {"name": owner.metadata["Name"], "version": owner.version}
+
+
+def _provides(dist, top: str) -> bool:
+    """Whether `dist` provides the top-level package `top`, as importlib.metadata's
+    packages_distributions decides it (its top_level.txt, else the first part of each .py file
+    it lists), without parsing every installed distribution's metadata and file list (a second
+    per job in an environment of a few thousand): a distribution whose file list does not
+    mention `top` at all is passed over unparsed."""
+    declared = (dist.read_text("top_level.txt") or "").split()
+    if declared:
+        return top in declared
+    listed = "".join(dist.read_text(n) or "" for n in ("RECORD", "installed-files.txt", "SOURCES.txt"))
+    if top not in listed:
+        return False
+    return any((f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name) == top
+               for f in dist.files or () if f.suffix == ".py")
