@@ -25,9 +25,9 @@ ROW_SERVER: str | None = None
 def _pin_torch_cache_dir() -> None:
     """torch writes TORCHINDUCTOR_CACHE_DIR into os.environ the first time a process compiles
     (torch/_inductor/runtime/cache_dir_utils.py:19). A test that does so in the test process would
-    change, for every later launch, an import-time setting the row server and the driver's warm
-    workers were started under (driver/envs/worker.py's IMPORT_TIME_ENV), and each launch would
-    then pay the imports itself. Set first, to the value torch would write (the same file's
+    change, for every later driver call, an import-time setting the driver's warm torch worker was
+    started under (driver/envs/worker.py's TORCH_ENV), and the next call would start another.
+    Set first, to the value torch would write (the same file's
     default_cache_dir, :24-33, computed here rather than imported: importing torch would cost
     every test process seconds), it never changes."""
     import getpass

@@ -14,7 +14,7 @@ itself, so an env that cannot load fails in the launch exactly as it would witho
 One request per connection, a JSON line: {"env_id", "args", "what", "pid", "env", "out"}; the
 answer is {"rc": 0} once the result is in the file `out` (JSON), or {"rc": 1}: the load failed,
 or the launch's environment differs from the server's in what its imports read when they ran
-(driver/envs/worker.py's IMPORT_TIME_ENV; PYTHONPATH is set per request). Each request, answered
+(driver/envs/worker.py's import_time_settings, without torch's; PYTHONPATH is set per request). Each request, answered
 or declined (with why), is a line in SOCKET.served. The test session starts one server per test
 process (conftest.py), under the settings driver_env gives a launch, and names its socket in
 DOUBLE_ROW_SERVER.
@@ -61,10 +61,9 @@ def _load(req: dict) -> None:
 def _import_time(env: dict) -> list:
     """What this server's imports read from the environment when they ran (the driver's warm
     worker keys on the same variables)."""
-    from driver.envs.worker import IMPORT_TIME_ENV
+    from driver.envs.worker import import_time_settings
 
-    return sorted((k, v) for k, v in env.items()
-                  if k.startswith(IMPORT_TIME_ENV) and k != "PYTHONPATH")   # set per request
+    return import_time_settings(env, torch=False)   # PYTHONPATH is set per request
 
 
 def _serve_one(conn: socket.socket, started_under: list) -> None:

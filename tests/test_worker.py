@@ -145,6 +145,22 @@ def test_a_request_under_another_pythonpath_sees_the_modules_a_new_interpreter_w
     assert shared == (module != "datasets")
 
 
+def test_torchs_settings_part_only_workers_that_loaded_torch(warm, script, monkeypatch):
+    """CUDA_VISIBLE_DEVICES and torch's own variables are read when torch is imported, and
+    neither the classic nor the v1 worker imports it: a request under other torch settings is
+    served by the same worker, and a torch it imports reads the request's settings."""
+    warm._await_ready()
+    assert "torch" not in warm.loaded and "verifiers" in warm.loaded
+    settings = {}
+    for devices in ("0", "0,1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", devices)
+        settings[devices] = (worker._key(PY, False, False), worker._key(PY, True, False))
+        assert worker.get(PY) is warm
+        got = worker.run_py(PY, script("import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"), [])
+        assert got.stdout.strip() == devices
+    assert settings["0"][0] == settings["0,1"][0] and settings["0"][1] != settings["0,1"][1]
+
+
 def test_a_request_that_says_it_needs_verifiers_v1_gets_the_v1_worker(warm, script):
     state = script(STATE)
     r = worker.run_py(PY, state, [], v1=True)

@@ -150,6 +150,16 @@ class Worker:
 # file an already imported module came from (Worker.serves_path).
 IMPORT_TIME_ENV = ("PYTHONPATH", "HOME", "XDG_", "HF_", "HUGGINGFACE_", "TRANSFORMERS_",
                    "DATASETS_", "TORCH", "PYTORCH_", "CUDA_", "OPENAI_", "ANTHROPIC_")
+# of those, what only torch reads: a worker without torch loaded (verifiers and datasets import
+# none of it) leaves them to the request, which imports torch itself if it needs it
+TORCH_ENV = ("TORCH", "PYTORCH_", "CUDA_")
+
+
+def import_time_settings(env: dict, torch: bool) -> list[tuple[str, str]]:
+    """The settings in `env` that a worker's imports read once (torch's only where `torch` is
+    loaded), PYTHONPATH aside: a request sets that itself (Worker.serves_path)."""
+    return sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME_ENV)
+                  and k != "PYTHONPATH" and (torch or not k.startswith(TORCH_ENV)))
 
 _WORKERS: dict[tuple, Worker | None] = {}
 MAX_WORKERS = 4   # a run needs at most three: classic, v1, torch
@@ -180,9 +190,7 @@ def module_names(folders: set[str]) -> set[str] | None:
 
 
 def _key(python: str, torch: bool, v1: bool) -> tuple:
-    read_at_import = sorted((k, v) for k, v in os.environ.items()
-                            if k.startswith(IMPORT_TIME_ENV) and k != "PYTHONPATH")
-    return (python, torch, v1, tuple(read_at_import))
+    return (python, torch, v1, tuple(import_time_settings(dict(os.environ), torch)))
 
 
 def get(python: str, torch: bool = False, v1: bool = False, cwd: str | None = None,
