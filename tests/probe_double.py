@@ -27,9 +27,12 @@ def main() -> int:
     if not Path(a.model).is_dir():
         print(f"error: model directory {a.model} does not exist", file=sys.stderr)
         return 1
-    import verifiers as vf
+    # the env's train rows as the real probe reads them (vf.load_environment(...).get_dataset()),
+    # loaded as the trainer double loads them: through the suite's warm row server when one
+    # answers, else through verifiers here
+    from trainer_double import load_rows
 
-    rows = list(vf.load_environment(a.env_id, **json.loads(a.env_args)).get_dataset())
+    rows = load_rows({"id": a.env_id, "args": json.loads(a.env_args)}, "train")
     picks = random.Random(a.seed).sample(range(len(rows)), min(a.prompts, len(rows)))
     rate = os.environ.get("PROBE_DOUBLE_SOLVE_RATE")
     out = []

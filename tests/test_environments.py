@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
 
 import pytest
 
+from conftest import driver
 from driver.envs.install import cleanup, count_rows, install_generated, install_scheme, purelib
 from driver.envs.introspect import introspect
 from driver.envs.packages import package_name, write_package
@@ -38,11 +40,9 @@ def test_introspect_both_builtins_and_no_eval_row_leaks():
 
 
 def test_introspect_cli_and_missing_env(tmp_path):
-    r = subprocess.run([PY, "-m", "driver.cli", "introspect", "stock_arithmetic", "--json"],
-                       capture_output=True, text=True)
+    r = driver(["introspect", "stock_arithmetic", "--json"], dict(os.environ))
     assert r.returncode == 0 and json.loads(r.stdout)["env_id"] == "stock_arithmetic"
-    r = subprocess.run([PY, "-m", "driver.cli", "introspect", "surely_not_an_env"],
-                       capture_output=True, text=True)
+    r = driver(["introspect", "surely_not_an_env"], dict(os.environ))
     assert r.returncode == 2 and "hub env not found" in r.stderr and "prime env install" in r.stderr
 
 

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
+from conftest import driver
 from driver.gates import accuracy, decontam, rules
 from driver.gates import dataset
 from generators import clone_key
@@ -214,11 +216,10 @@ def test_clones_are_caught_within_and_across_iterations(good, tmp_path, fingerpr
 def test_validate_cli_prints_each_line_and_exit_code(good, tmp_path):
     w = tmp_path / "weakness.json"
     w.write_text(json.dumps(WEAKNESS))
-    r = subprocess.run([sys.executable, "-m", "driver.cli", "validate", str(good), "--weakness", str(w),
-                        "--env", "stock_arithmetic"], capture_output=True, text=True)
+    r = driver(["validate", good, "--weakness", w, "--env", "stock_arithmetic"], dict(os.environ))
     assert r.returncode == 0 and r.stdout.count(": True") == len(r.stdout.strip().splitlines())
-    r = subprocess.run([sys.executable, "-m", "driver.cli", "validate", str(good), "--weakness", str(w),
-                        "--prior", str(good), "--json", "--env", "stock_arithmetic"], capture_output=True, text=True)
+    r = driver(["validate", good, "--weakness", w, "--prior", good, "--json", "--env", "stock_arithmetic"],
+               dict(os.environ))
     assert r.returncode == 1 and json.loads(r.stdout)["passed"] is False
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -167,8 +166,7 @@ def test_introspection_records_the_episodes_kind_turn_limit_settings_and_the_key
     assert it["env_response"] == "GuessEnv"
     line = interaction_line(hub)
     assert "multi-turn" in line and "max_turns 14" in line and "lo" in line
-    r = subprocess.run([PY, "-m", "driver.cli", "introspect", "hidden_number"], capture_output=True, text=True,
-                       timeout=120)
+    r = driver(["introspect", "hidden_number"], dict(os.environ))
     assert "multi-turn" in r.stdout and "max_turns 8" in r.stdout and "out_of_guesses" in r.stdout
     assert "hi, lo, max_guesses" in r.stdout
 
