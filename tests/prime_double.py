@@ -986,10 +986,17 @@ def _image_modules() -> set[str]:
         except metadata.PackageNotFoundError:
             continue
         todo += [Requirement(r).name for r in reqs if "extra ==" not in r]
+    # each of those distributions' top-level modules, as packages_distributions() maps them (its
+    # top_level.txt, else the first part of each .py file it lists), read from those alone
     mods = set(sys.stdlib_module_names) | seen
-    for mod, dists in metadata.packages_distributions().items():
-        if any(_module_of(d) in seen for d in dists):
-            mods.add(mod)
+    for name in seen:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        declared = (dist.read_text("top_level.txt") or "").split()
+        mods.update(declared or {f.parts[0] if len(f.parts) > 1 else f.with_suffix("").name
+                                 for f in dist.files or () if f.suffix == ".py"})
     return mods
 
 

@@ -108,8 +108,7 @@ def test_no_stdout_markers_and_no_import_circle_between_envs_and_gates():
 
 @pytest.fixture(scope="module", params=KINDS)
 def kind(request):
-    yield request.param
-    worker.close_all()
+    return request.param
 
 
 @pytest.fixture(scope="module")
@@ -199,12 +198,9 @@ def test_an_exception_inside_a_job_comes_back_with_its_type_and_message(tmp_path
     if not forked:
         monkeypatch.setenv("DRIVER_NO_WORKER", "1")
     missing = tmp_path / "no_such_dataset.jsonl"
-    try:
-        with pytest.raises(envside.EnvsideError) as e:
-            envside.call(PY, envside.JOBS[envside.CLASSIC].score_rows, envside.ScoreRequest(
-                env_id="stock_arithmetic", dataset=str(missing)))
-    finally:
-        worker.close_all()
+    with pytest.raises(envside.EnvsideError) as e:
+        envside.call(PY, envside.JOBS[envside.CLASSIC].score_rows, envside.ScoreRequest(
+            env_id="stock_arithmetic", dataset=str(missing)))
     err = e.value.error
     assert err.type == "FileNotFoundError" and str(missing) in err.message
     assert "read_reasoned_rows" in err.traceback and e.value.action == "classic.score_rows"

@@ -33,12 +33,6 @@ print("to stderr", file=sys.stderr)
 """
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _no_worker_outlives_the_module():
-    yield
-    worker.close_all()
-
-
 @pytest.fixture
 def warm():
     """The worker for this test process's settings: the one an earlier test left running (a
