@@ -39,10 +39,23 @@ def quiet_libraries() -> None:
     datasets.disable_progress_bars()
 
 
+def check_model_name(name: str) -> None:
+    """Refuse a model that is neither the built-in recipe nor a directory on disk, before torch
+    (seconds on a CPU) is imported."""
+    from embedded_trainer import recipe
+
+    if not recipe.is_recipe(name) and not Path(name).expanduser().is_dir():
+        raise TrainerError(
+            f"model {name!r} is neither a model directory on disk nor {recipe.RECIPE_PREFIX}. "
+            "The embedded trainer loads local Hugging Face directories only (download the model "
+            "first, then pass its path as --model.name).")
+
+
 def load_model(name: str, warm_env, warm_key: str, progress: Path | None = None):
     """(policy, tokenizer, anchor path). `name` is a Hugging Face directory or the built-in
     recipe; hub names need the network, which this trainer never uses. A recipe built here
     writes its progress to `progress` (recipe.materialize)."""
+    check_model_name(name)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -53,13 +66,8 @@ def load_model(name: str, warm_env, warm_key: str, progress: Path | None = None)
             path = recipe.materialize(name, warm_env, warm_key, log, progress)
         except ValueError as e:
             raise TrainerError(str(e)) from None
-    elif Path(name).expanduser().is_dir():
-        path = Path(name).expanduser()
     else:
-        raise TrainerError(
-            f"model {name!r} is neither a model directory on disk nor {recipe.RECIPE_PREFIX}. "
-            "The embedded trainer loads local Hugging Face directories only (download the model "
-            "first, then pass its path as --model.name).")
+        path = Path(name).expanduser()
     if (path / recipe.MARKER).exists():
         # AutoTokenizer would pick Qwen2's tokenizer class from config.json and re-tokenize
         # the character vocabulary differently; the tokenizer.json is authoritative here.

@@ -53,10 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", required=True)
     a = p.parse_args(argv)
 
+    from embedded_trainer.errors import TrainerError
+    from embedded_trainer.common import (check_model_name, hash_seed, load_model, log, quiet_libraries,
+                                         write_jsonl)
+
+    try:
+        check_model_name(a.model)
+    except TrainerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     import torch
 
-    from embedded_trainer.errors import TrainerError
-    from embedded_trainer.common import hash_seed, load_model, log, quiet_libraries, write_jsonl
     from embedded_trainer.rollouts import render_prompt, rollout_row, sample_and_score
     from rl_contract.classic import SUCCESS_THRESHOLD
 

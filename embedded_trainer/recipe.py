@@ -19,8 +19,8 @@ import random
 import time
 from pathlib import Path
 
-import torch
-
+# torch is imported by the functions that build or run a model, not here: the driver's
+# env-side check of a student (driver/envside/student.py) reads names and caches only
 RECIPE_PREFIX = "builtin:tiny-char-qwen2"
 MARKER = "recipe.json"   # marks a directory built by this recipe (and its tokenizer class)
 PREBUILT = Path(__file__).resolve().parent / "prebuilt"
@@ -112,6 +112,8 @@ def build_tokenizer():
 
 
 def build_model(spec: dict, vocab_size: int):
+    import torch
+
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(spec["seed"])
@@ -217,6 +219,8 @@ def sft(model, examples, spec: dict, log=print, on_step=None) -> dict:
     """Completion-only cross-entropy, AdamW, linear warmup then cosine, grad clip 1.0. The
     prompt prefix every example shares (system message and role marker) runs once per batch.
     `on_step(step, steps, loss, spent_s, eta_s)` is called where a progress line is logged."""
+    import torch
+
     from embedded_trainer.grpo import shared_prefix_logits
 
     prefix = list(examples[0][0])
@@ -303,6 +307,8 @@ def materialize(name: str, env, env_key: str, log=print, progress: Path | None =
     """Return a Hugging Face model directory for the recipe, building and caching it first if
     needed. `env_key` names the environment whose train rows warm-start the model. A build
     writes its SFT progress to `progress` (BUILD_PROGRESS in the output dir) when given."""
+    import torch
+
     from embedded_trainer.errors import TrainerError
 
     spec = parse_recipe(name)
@@ -377,6 +383,8 @@ def init_model_dir(spec: dict) -> Path | None:
 
 def start_model(spec: dict, base: Path | None, vocab_size: int):
     """The model the SFT starts from: fresh weights, or the init= student's."""
+    import torch
+
     if base is None:
         return build_model(spec, vocab_size)
     from transformers import AutoModelForCausalLM
@@ -389,6 +397,8 @@ def estimate(name: str, env, env_key: str, steps: int = 3) -> dict:
     and batch, and the seconds a step takes, measured over `steps` steps on the start of its
     corpus with the build's thread count (nothing is cached). {"examples": 0} when the corpus
     holds no reference to warm-start on."""
+    import torch
+
     spec = parse_recipe(name)
     tokenizer = build_tokenizer()
     examples = sft_examples(corpus_rows({**spec, "sft_steps": steps}, env, env_key), tokenizer)
