@@ -54,7 +54,9 @@ PRIME_DOUBLE_RESUME_FROM (config | checkpoint: how `--resume-from` combines with
 PRIME_DOUBLE_PAUSE=NAME_PART:K pauses, at step K, each run whose name contains NAME_PART and that
 was not itself resumed (a checkpoint is saved at K, as `train pause` does);
 PRIME_DOUBLE_FAIL=NAME_PART:MESSAGE fails such a run with that error message before it trains;
-PRIME_DOUBLE_GET_FAIL=NAME_PART makes `train get` of such a run fail (a 5xx) while it runs on.
+PRIME_DOUBLE_GET_FAIL=NAME_PART makes `train get` of such a run fail (a 5xx) while it runs on;
+PRIME_DOUBLE_STEP_SECONDS=NAME_PART:S gives such a run's steps S seconds each (the trainer
+double's DOUBLE_STEP_SECONDS, for that run alone).
 Every call is logged to HOME/calls.jsonl.
 """
 from __future__ import annotations
@@ -1114,6 +1116,9 @@ def worker(run_id: str) -> int:
     work = home() / "work" / run_id
     (work / "rl.toml").write_text(tomli_w.dumps(cfg))
     env = dict(os.environ)
+    step_s = _knob("PRIME_DOUBLE_STEP_SECONDS", rec.get("name"))
+    if step_s is not None:
+        env["DOUBLE_STEP_SECONDS"] = step_s
     if os.environ.get("PRIME_DOUBLE_GET_FAIL") and os.environ["PRIME_DOUBLE_GET_FAIL"] in (rec.get("name") or ""):
         env["DOUBLE_HANG_AT_STEP"] = "1"   # a lost run runs on (and bills) until it is stopped
     with open(work / "trainer.log", "w") as log:

@@ -34,11 +34,13 @@ ARGS = ["run", "--backend", "hosted", "--max-iters", "3", "--seed", "7", *FAST, 
 # the whole loop's platform: an on-demand-only account (no reserved cluster caches the student),
 # prime-rl's run directory at runs/<runId>/ itself, and run_b's training run lost (its status
 # reads fail while it runs on)
-# A GPU step takes far longer than a poll: each step of the platform's runs lasts half a second
-# here, so a poll sees iter_0 running past its first step and measures its start-up (the probe's
-# cost estimate reads it); a run that finished between two polls leaves it unmeasured.
+# A GPU step takes far longer than a poll: each step of iter_0's training run lasts half a
+# second here, so a poll sees it running past its first step and measures its start-up (the
+# probe's cost estimate reads it); a run that finished between two polls leaves it unmeasured.
+# The other runs' steps take no time: nothing reads how long they ran but their bills.
 REFERENCE = {"PRIME_DOUBLE_ACCOUNT": "on_demand", "PRIME_DOUBLE_LAYOUT": "flat",
-             "PRIME_DOUBLE_GET_FAIL": "-run_b_combined_from_base-train-", "DOUBLE_STEP_SECONDS": "0.5"}
+             "PRIME_DOUBLE_GET_FAIL": "-run_b_combined_from_base-train-",
+             "PRIME_DOUBLE_STEP_SECONDS": "-iter_0-train-:0.5"}
 ARMS = ["iter_0", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
         "run_c_untargeted_from_iter0"]
 KILL_POINTS = [

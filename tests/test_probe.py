@@ -86,14 +86,21 @@ def test_a_live_dataset_trains_with_the_probe_figures_in_metrics(tmp_path, runs)
     assert f"gradient probe before training: live fraction {p['live_fraction']:.2f}" in pad
 
 
+def embedded_probe(args: list, env: dict) -> subprocess.CompletedProcess:
+    """`python -m embedded_trainer.probe ARGS` as the driver runs it on the embedded backend
+    (arms/probe.py): forked from the warm worker that holds torch (driver/envs/worker.py)."""
+    from driver.envs import worker
+
+    return worker.run_py(sys.executable, worker.RUN_MODULE, ["embedded_trainer.probe", *map(str, args)],
+                         timeout=600, env=env, torch=True)
+
+
 def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
     from test_embedded_trainer import TOY, trainer_env
 
     out = tmp_path / "probe.jsonl"
-    r = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model", TOY,
-                        "--env-id", "parity_toy", "--prompts", "10", "--k", "4", "--max-tokens", "6",
-                        "--seed", "3", "--output", str(out)], capture_output=True, text=True,
-                       env=trainer_env(tmp_path), timeout=600)
+    r = embedded_probe(["--model", TOY, "--env-id", "parity_toy", "--prompts", "10", "--k", "4",
+                        "--max-tokens", "6", "--seed", "3", "--output", out], trainer_env(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 40 and len({json.dumps(x["prompt"]) for x in rows}) == 10
@@ -102,10 +109,8 @@ def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
     d = subprocess.run([sys.executable, "-m", "driver.cli", "diagnose", str(out), "--json"],
                        capture_output=True, text=True)
     assert json.loads(d.stdout)["groups"] == 10
-    r2 = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model",
-                         str(tmp_path / "nope"), "--env-id", "parity_toy", "--prompts", "2", "--k",
-                         "2", "--max-tokens", "4", "--output", str(out)], capture_output=True,
-                        text=True, env=trainer_env(tmp_path), timeout=600)
+    r2 = embedded_probe(["--model", tmp_path / "nope", "--env-id", "parity_toy", "--prompts", "2", "--k", "2",
+                         "--max-tokens", "4", "--output", out], trainer_env(tmp_path))
     assert r2.returncode == 1 and "neither a model directory" in r2.stderr
 
 
@@ -116,10 +121,9 @@ def test_the_embedded_probe_stops_early_once_its_verdict_is_clear(tmp_path):
     from test_embedded_trainer import TOY, trainer_env
 
     out = tmp_path / "probe.jsonl"
-    r = subprocess.run([sys.executable, "-m", "embedded_trainer.probe", "--model", TOY,
-                        "--env-id", "parity_toy", "--prompts", "40", "--k", "4", "--max-tokens", "6",
-                        "--seed", "3", "--min-live", "1.0", "--output", str(out)],
-                       capture_output=True, text=True, env=trainer_env(tmp_path), timeout=600)
+    r = embedded_probe(["--model", TOY, "--env-id", "parity_toy", "--prompts", "40", "--k", "4",
+                        "--max-tokens", "6", "--seed", "3", "--min-live", "1.0", "--output", out],
+                       trainer_env(tmp_path))
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     groups = _groups(rows)

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,25 +119,33 @@ print(json.dumps({{"path": sys.path[1:], "file": {module}.__file__}}))
 """
 
 
-@pytest.mark.parametrize("module", ["own_module_of_this_test", "datasets"])
+@pytest.mark.parametrize("case", ["a module of its own", "a module the worker loaded", "where the worker found it"])
 def test_a_request_under_another_pythonpath_sees_the_modules_a_new_interpreter_would(
-        warm, script, tmp_path, monkeypatch, module):
+        warm, script, tmp_path, monkeypatch, case):
     """PYTHONPATH is set per request: a folder added there puts its modules before the worker's,
     as a new interpreter's sys.path does, and the warm worker serves it. A folder holding a
-    module the worker imported already (`datasets`) would leave the request the worker's copy, so
-    that request gets another worker, and the folder's copy."""
+    module the worker imported from elsewhere (`datasets`) would leave the request the worker's
+    copy, so that request gets another worker, and the folder's copy; the folder the worker
+    found `datasets` in changes nothing, and the worker serves it."""
+    import datasets
+
+    module = "own_module_of_this_test" if case == "a module of its own" else "datasets"
     folder = tmp_path / "on-pythonpath"
     folder.mkdir()
-    (folder / f"{module}.py").write_text("")
+    if case == "where the worker found it":
+        folder = Path(datasets.__file__).parents[1]
+    else:
+        (folder / f"{module}.py").write_text("")
     show = script(SHOW_PATH.format(module=module))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), "relative", os.environ.get("PYTHONPATH", "")]))
     got = worker.run_py(PY, show, [], cwd=str(tmp_path))
     new = subprocess.run([PY, str(show)], capture_output=True, text=True, cwd=tmp_path, check=False)
     assert got.returncode == new.returncode == 0, got.stderr + new.stderr
     assert json.loads(got.stdout) == json.loads(new.stdout)
-    assert json.loads(got.stdout)["file"] == str(folder / f"{module}.py")
+    assert json.loads(got.stdout)["file"] == (datasets.__file__ if case == "where the worker found it"
+                                              else str(folder / f"{module}.py"))
     shared = worker.get(PY, cwd=str(tmp_path)) is warm
-    assert shared == (module != "datasets")
+    assert shared == (case != "a module the worker loaded")
 
 
 def test_torchs_settings_part_only_workers_that_loaded_torch(warm, script, monkeypatch):

@@ -49,43 +49,56 @@ TORCH = ["torch", "transformers", "transformers.models.qwen2.modeling_qwen2",
 class Worker:
     """One warm interpreter; requests run one at a time."""
 
-    def __init__(self, python: str, preload: list[str]):
+    def __init__(self, python: str, preload: list[str], pythonpath: str):
         self.python = python
         self.lock = threading.Lock()
         self.buf = b""
-        # sys.path as its interpreter built it from PYTHONPATH (entries made absolute against
-        # the working directory, as a new interpreter does)
-        self.path_entries = path_entries(os.environ.get("PYTHONPATH", ""), os.getcwd())
-        self.proc = subprocess.Popen([python, str(SERVER), json.dumps(preload)],
+        # started under `pythonpath`: sys.path's entries from it, made absolute against the
+        # working directory as a new interpreter makes them
+        self.path_entries = path_entries(pythonpath, os.getcwd())
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        if pythonpath:
+            env["PYTHONPATH"] = pythonpath
+        self.proc = subprocess.Popen([python, str(SERVER), json.dumps(preload)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL)
         self.ready = False   # the imports run while the driver goes on; run() waits for them
-        self.loaded: frozenset[str] = frozenset()   # its top-level modules, once ready
+        # its top-level modules, once ready, each with the sys.path entry it was found in ("" for
+        # one without a file: a namespace package, or built in)
+        self.loaded: dict[str, str] = {}
 
     def _await_ready(self) -> None:
         if not self.ready:
             line = self._read(timeout=300)
             if not line.get("ready"):
                 raise OSError("the worker did not start")
-            self.loaded = frozenset(line.get("modules", ()))
+            self.loaded = dict(line.get("modules", {}))
             self.ready = True
 
     def serves_path(self, pythonpath: str, cwd: str | None = None) -> bool:
         """Whether a request under `pythonpath` gets from this worker what a new interpreter
         would give it. The request's process puts the request's entries on sys.path in place of
         the worker's (worker_server.py); what the worker imported before it started stays, so
-        the answer is no when an entry added or dropped holds a module of that name, or the
-        entries both have change order. Waits for the worker's imports (what they loaded
-        decides), which a request would wait for anyway."""
+        the answer is no when an entry the request adds holds a module of a name the worker
+        loaded from elsewhere, when one it drops is where the worker loaded a module from, or
+        when the entries both have change order. Waits for the worker's imports (what they
+        loaded decides), which a request would wait for anyway."""
         theirs = path_entries(pythonpath, cwd or os.getcwd())
-        if theirs == self.path_entries:
-            return True
         mine = self.path_entries
+        if theirs == mine:
+            return True
         if [p for p in mine if p in theirs] != [p for p in theirs if p in mine]:
             return False
         self._await_ready()
-        found = module_names(set(mine) ^ set(theirs))
-        return found is not None and not (found & self.loaded)
+        origins = {os.path.realpath(o) for o in self.loaded.values() if o}
+        if any(os.path.realpath(p) in origins for p in set(mine) - set(theirs)):
+            return False
+        for folder in set(theirs) - set(mine):
+            names = module_names({folder})
+            if names is None or any(self.loaded[n] != folder and os.path.realpath(self.loaded[n] or "/")
+                                    != os.path.realpath(folder) for n in names & self.loaded.keys()):
+                return False
+        return True
 
     def _read(self, timeout: float | None) -> dict:
         """The worker's next protocol line, waiting at most `timeout` seconds for it (None: as
@@ -222,7 +235,7 @@ def get(python: str, torch: bool = False, v1: bool = False, cwd: str | None = No
             old.close()
     try:
         # a v1 worker serves the taskset jobs only: the classic API (seconds more) stays out
-        w = Worker(python, (V1 if v1 else VERIFIERS) + (TORCH if torch else []))
+        w = Worker(python, (V1 if v1 else VERIFIERS) + (TORCH if torch else []), pythonpath)
     except OSError:
         w = None
     _WORKERS[key] = w

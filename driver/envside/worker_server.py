@@ -81,6 +81,26 @@ def _path_entries(pythonpath: str, cwd: str) -> list[str]:
                               for p in pythonpath.split(os.pathsep))) if pythonpath else []
 
 
+def _loaded_from() -> dict[str, str]:
+    """Each top-level module loaded, with the sys.path entry it was found in: its file's
+    folder, a package's parent, a namespace package's where all its portions share one; else
+    "" (built in, or portions in several entries)."""
+    found = {}
+    for name, mod in list(sys.modules.items()):
+        if "." in name:
+            continue
+        f = getattr(mod, "__file__", None) or ""
+        if f:
+            f = os.path.dirname(f)
+            if os.path.basename(getattr(mod, "__file__")).startswith("__init__."):
+                f = os.path.dirname(f)
+        else:
+            parents = {os.path.dirname(p) for p in getattr(mod, "__path__", None) or []}
+            f = parents.pop() if len(parents) == 1 else ""
+        found[name] = f
+    return found
+
+
 def preload(spec: str) -> None:
     module, _, attrs = spec.partition(":")
     mod = importlib.import_module(module)
@@ -96,9 +116,9 @@ def serve(specs: list[str]) -> None:
         except Exception:  # noqa: BLE001, S110 - one not there is imported (or missed) by the request
             pass
     out = os.fdopen(os.dup(1), "w")
-    # with the top-level modules loaded, which a request's PYTHONPATH must leave where they are
-    print(json.dumps({"ready": True, "modules": sorted(n for n in sys.modules if "." not in n)}),
-          file=out, flush=True)
+    # with the top-level modules loaded and where each was found, which a request's PYTHONPATH
+    # must leave as they are
+    print(json.dumps({"ready": True, "modules": _loaded_from()}), file=out, flush=True)
     for line in sys.stdin:
         req = json.loads(line)
         pid = os.fork()
