@@ -145,12 +145,20 @@ class Worker:
         return subprocess.CompletedProcess([self.python, str(script), *map(str, args)], rc, *text)
 
     def close(self) -> None:
-        if self.alive():
+        self.ask_to_end()
+        self.await_end()
+
+    def ask_to_end(self) -> None:
+        """Close its stdin: the server ends once it reads the end (after its imports)."""
+        if self.alive() and not self.proc.stdin.closed:
             self.proc.stdin.close()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+
+    def await_end(self) -> None:
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 # What the preloaded libraries read from the environment once, when imported: sys.path
@@ -263,10 +271,14 @@ def run_py(python: str, script: Path, args: list[str], timeout: float | None = 6
 
 
 def close_all() -> None:
-    for w in _WORKERS.values():
-        if w is not None:
-            w.close()
+    """End every worker: all are asked first, so they end side by side (an interpreter that
+    holds torch takes a second or two to exit)."""
+    workers = [w for w in _WORKERS.values() if w is not None]
     _WORKERS.clear()
+    for w in workers:
+        w.ask_to_end()
+    for w in workers:
+        w.await_end()
 
 
 atexit.register(close_all)

@@ -127,6 +127,9 @@ def serve(specs: list[str]) -> None:
         print(json.dumps({"pid": pid}), file=out, flush=True)
         _, status = os.waitpid(pid, 0)
         print(json.dumps({"rc": os.waitstatus_to_exitcode(status)}), file=out, flush=True)
+    # the driver has gone or closed it: nothing here to save, so no interpreter teardown (with
+    # torch loaded that takes seconds, which a driver's exit would wait for)
+    os._exit(0)
 
 
 if __name__ == "__main__":
