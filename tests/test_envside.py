@@ -51,9 +51,17 @@ def test_every_envside_module_imports_in_this_interpreter_without_the_driver():
     assert got == {"loaded": MODULES, "driver": []}
 
 
+@pytest.fixture(scope="module")
+def packages_distributions() -> dict:
+    """importlib.metadata's full scan (about a second here), once for the module."""
+    from importlib import metadata
+
+    return metadata.packages_distributions()
+
+
 @pytest.mark.parametrize("module", ["stock_arithmetic.classic", "verifiers.envs", "yaml", "google.protobuf",
                                     "_distutils_hack", "no_module_of_this_name"])
-def test_the_distribution_named_for_a_module_is_the_one_importlib_metadata_names(module):
+def test_the_distribution_named_for_a_module_is_the_one_importlib_metadata_names(module, packages_distributions):
     """rows.distribution_of reads only the file lists that mention the module's package: it names
     what packages_distributions' full scan names (an editable install, which maps no file to its
     package, by its own name; a module whose distribution is named otherwise; a namespace
@@ -67,7 +75,7 @@ def test_the_distribution_named_for_a_module_is_the_one_importlib_metadata_names
         sys.path.remove(str(ENVSIDE))
     top = module.split(".")[0]
     expected = None
-    for name in (metadata.packages_distributions().get(top) or []) + [top]:
+    for name in (packages_distributions.get(top) or []) + [top]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
