@@ -27,7 +27,8 @@ def main() -> int:
     if not Path(a.model).is_dir():
         print(f"error: model directory {a.model} does not exist", file=sys.stderr)
         return 1
-    # the env's train rows as the real probe reads them (vf.load_environment(...).get_dataset()),
+    # the env's train rows as the real probe reads them (vf.load_environment(...).get_dataset():
+    # embedded_trainer/probe.py:76-77),
     # loaded as the trainer double loads them: through the suite's warm row server when one
     # answers, else through verifiers here
     from trainer_double import load_rows

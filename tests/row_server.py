@@ -21,7 +21,6 @@ DOUBLE_ROW_SERVER.
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -29,6 +28,7 @@ import socket
 import sys
 
 SERVER_ENV: dict[str, str] = {}   # the environment this server started (and imported) under
+BASE_PATH: list[str] = []   # sys.path without PYTHONPATH's entries (worker_server.base_path)
 SERVED_LOG = ""   # a line per request, answered or declined: served_log(socket)
 
 
@@ -42,13 +42,11 @@ def _load(req: dict) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     # sys.path as the launch's interpreter builds it: its script's folder (this one's too), then
-    # the launch's PYTHONPATH (a test's own envs) in place of the server's, then the rest
-    def entries(env: dict) -> list[str]:
-        return [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    # the launch's PYTHONPATH (a test's own envs), then the rest, as the driver's warm worker
+    # sets a request's (caches invalidated: env packages installed since the server started)
+    from driver.envside.worker_server import set_request_path
 
-    ours = set(entries(SERVER_ENV))
-    sys.path[1:] = entries(req["env"]) + [p for p in sys.path[1:] if p not in ours]
-    importlib.invalidate_caches()   # env packages installed since the server started
+    set_request_path(BASE_PATH)
     from trainer_double import through_verifiers   # the launch's own load, the same code
 
     loaded = through_verifiers(req["what"], req["env_id"], req.get("args") or {})
@@ -99,8 +97,9 @@ def _serve_one(conn: socket.socket, started_under: list) -> None:
 def serve(path: str) -> None:
     global SERVED_LOG
     from driver.envs.worker import V1, VERIFIERS
-    from driver.envside.worker_server import preload
+    from driver.envside.worker_server import base_path, preload
 
+    BASE_PATH[:] = base_path()
     for spec in VERIFIERS + V1:   # what every request is spared, as the driver's warm workers preload
         preload(spec)
     SERVED_LOG = served_log(path)

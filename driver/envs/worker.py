@@ -31,6 +31,8 @@ import tempfile
 import threading
 from pathlib import Path
 
+from driver.envside.worker_server import path_entries
+
 ENVSIDE = Path(__file__).resolve().parents[1] / "envside"
 SERVER = ENVSIDE / "worker_server.py"
 # runs a module as `python -m MODULE ARGS...` would: run_py(python, RUN_MODULE, [MODULE, *ARGS])
@@ -94,9 +96,10 @@ class Worker:
         if any(os.path.realpath(p) in origins for p in set(mine) - set(theirs)):
             return False
         for folder in set(theirs) - set(mine):
-            names = module_names({folder})
-            if names is None or any(self.loaded[n] != folder and os.path.realpath(self.loaded[n] or "/")
-                                    != os.path.realpath(folder) for n in names & self.loaded.keys()):
+            names = module_names(folder)
+            here = os.path.realpath(folder)
+            if names is None or any(not self.loaded[n] or os.path.realpath(self.loaded[n]) != here
+                                    for n in names & self.loaded.keys()):
                 return False
         return True
 
@@ -186,28 +189,17 @@ _WORKERS: dict[tuple, Worker | None] = {}
 MAX_WORKERS = 4   # a run needs at most three: classic, v1, torch
 
 
-def path_entries(pythonpath: str, cwd: str) -> list[str]:
-    """PYTHONPATH's entries as a new interpreter started in `cwd` puts them on sys.path: each
-    made absolute against `cwd` (an empty one is `cwd` itself)."""
-    # made absolute and without repeats, as site.removeduppaths leaves them
-    return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, p))
-                              for p in pythonpath.split(os.pathsep))) if pythonpath else []
-
-
-def module_names(folders: set[str]) -> set[str] | None:
-    """The top-level module names an import could find in `folders`; None for any name at all
-    (an entry that is a file, a zip, could hold any module)."""
-    names: set[str] = set()
-    for folder in folders:
-        if os.path.isfile(folder):
-            return None
-        try:
-            entries = os.listdir(folder)
-        except OSError:
-            continue
-        names.update(n.split(".", 1)[0] for n in entries if n.isidentifier() or
-                     n.endswith((".py", ".pyc", ".so", ".pyd")))
-    return names
+def module_names(folder: str) -> set[str] | None:
+    """The top-level module names an import could find in the sys.path entry `folder`; None for
+    any name at all (an entry that is a file, a zip, could hold any module)."""
+    if os.path.isfile(folder):
+        return None
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return set()
+    return {n.split(".", 1)[0] for n in entries
+            if n.isidentifier() or n.endswith((".py", ".pyc", ".so", ".pyd"))}
 
 
 def _key(python: str, torch: bool, v1: bool) -> tuple:

@@ -38,9 +38,7 @@ def _child(req: dict) -> None:
         # the request's PYTHONPATH before the rest, as a new interpreter builds sys.path (the
         # driver sends here only a request whose entries leave every module imported here where
         # it is: driver/envs/worker.py, Worker.serves_path)
-        sys.path[1:] = list(dict.fromkeys(
-            _path_entries(os.environ.get("PYTHONPATH", ""), os.getcwd()) + BASE_PATH))
-        importlib.invalidate_caches()
+        set_request_path(BASE_PATH)
         try:
             runpy.run_path(req["path"], run_name="__main__")
             code = 0
@@ -62,7 +60,7 @@ def _child(req: dict) -> None:
 BASE_PATH: list[str] = []
 
 
-def _base_path() -> list[str]:
+def base_path() -> list[str]:
     """Asked of a new interpreter: this one's sys.path has lost, to site.removeduppaths, any
     entry its own PYTHONPATH held already."""
     import subprocess
@@ -73,10 +71,17 @@ def _base_path() -> list[str]:
     return json.loads(out)
 
 
-def _path_entries(pythonpath: str, cwd: str) -> list[str]:
-    """PYTHONPATH's entries as a new interpreter started in `cwd` puts them on sys.path (the
-    driver's driver/envs/worker.py path_entries; this file runs without the driver)."""
-    # made absolute and without repeats, as site.removeduppaths leaves them
+def set_request_path(base: list[str]) -> None:
+    """sys.path after its first entry as a new interpreter started now would build it: this
+    process's PYTHONPATH (the request's) before `base` (base_path())."""
+    sys.path[1:] = list(dict.fromkeys(path_entries(os.environ.get("PYTHONPATH", ""), os.getcwd()) + base))
+    importlib.invalidate_caches()
+
+
+def path_entries(pythonpath: str, cwd: str) -> list[str]:
+    """PYTHONPATH's entries as a new interpreter started in `cwd` puts them on sys.path: each
+    made absolute against `cwd` (an empty one is `cwd` itself), without repeats, as
+    site.removeduppaths leaves them. The driver's warm-worker client uses it too."""
     return list(dict.fromkeys(os.path.normpath(os.path.join(cwd, p))
                               for p in pythonpath.split(os.pathsep))) if pythonpath else []
 
@@ -109,7 +114,7 @@ def preload(spec: str) -> None:
 
 
 def serve(specs: list[str]) -> None:
-    BASE_PATH[:] = _base_path()
+    BASE_PATH[:] = base_path()
     for spec in specs:
         try:
             preload(spec)
