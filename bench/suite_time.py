@@ -6,7 +6,12 @@ by side with the ratio. On a shared machine a suite's wall time drifts by minute
 only a peer run in the same hour says whether a change made the suite slower.
 
     python bench/suite_time.py --against 215f240          # about 30 minutes on 2 cores
+    python bench/suite_time.py --peer-env SUITE_TRAINER_PROCESSES=1   # this tree, with and without
     python bench/suite_time.py --junit REF.xml HEAD.xml   # compare two finished runs only
+
+--peer-env runs this working tree twice, first with the variable set (the peer), then as it is:
+a switch the suite reads (SUITE_TRAINER_PROCESSES=1: every launch of the trainer double a
+process tree, none in a thread; tests/conftest.py) measured against its default.
 
 The working tree's run uses the interpreter this script runs under (its venv must already have
 the README's install); REV's clone gets a venv of its own under the scratch directory.
@@ -35,11 +40,15 @@ def durations(junit: Path) -> dict[str, float]:
     return out
 
 
-def run_suite(tree: Path, python: str, junit: Path) -> float:
+def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> float:
+    import os
+
     t0 = time.time()
-    print(f"[{tree}] python -m pytest (junit: {junit})", flush=True)
+    print(f"[{tree}] {' '.join(f'{k}={v}' for k, v in (env or {}).items())} python -m pytest "
+          f"(junit: {junit})", flush=True)
     r = subprocess.run([python, "-m", "pytest", f"--junitxml={junit}"], cwd=tree,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env={**os.environ, **(env or {})})
     wall = time.time() - t0
     tail = r.stdout.strip().splitlines()[-1:] or ["(no output)"]
     print(f"[{tree}] exit {r.returncode} in {wall:.0f} s: {tail[0]}", flush=True)
@@ -96,15 +105,26 @@ def main() -> int:
     ap.add_argument("--against", metavar="REV", help="the earlier commit to run the suite at")
     ap.add_argument("--junit", nargs=2, metavar=("REF", "HEAD"), type=Path,
                     help="two finished runs' junit files: compare them without running anything")
+    ap.add_argument("--peer-env", metavar="NAME=VALUE",
+                    help="run this working tree with NAME=VALUE set as the peer, then as it is")
     ap.add_argument("--scratch", type=Path, help="where REV's clone goes (default: a temp dir); "
                     "a clone this bench made there before is reused")
     a = ap.parse_args()
     if a.junit:
         report(durations(a.junit[0]), durations(a.junit[1]), None, ("REF", "HEAD"))
         return 0
-    if not a.against:
-        ap.error("give --against REV or --junit REF.xml HEAD.xml")
     scratch = a.scratch or Path(tempfile.mkdtemp(prefix="suite-time-"))
+    if a.peer_env:
+        name, sep, value = a.peer_env.partition("=")
+        if not sep or not name:
+            ap.error("--peer-env takes NAME=VALUE")
+        ref_wall = run_suite(ROOT, sys.executable, scratch / "ref.xml", {name: value})
+        head_wall = run_suite(ROOT, sys.executable, scratch / "head.xml")
+        report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_wall, head_wall),
+               (a.peer_env[:13], "as it is"))
+        return 0
+    if not a.against:
+        ap.error("give --against REV, --peer-env NAME=VALUE or --junit REF.xml HEAD.xml")
     clone, python = prepare_clone(a.against, scratch)
     ref_wall = run_suite(clone, python, scratch / "ref.xml")
     head_wall = run_suite(ROOT, sys.executable, scratch / "head.xml")

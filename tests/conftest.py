@@ -18,8 +18,10 @@ FAST = ["--steps-per-run", "3", "--batch-size", "256", "--eval-examples", "200"]
 ROW_CACHE: Path | None = None
 
 
-# the socket of this test process's warm env-row loader for the trainer double (row_server.py)
+# the socket of this test process's warm env-row loader for the trainer double (row_server.py),
+# and the import-time settings it started under: it declines a launch whose settings differ
 ROW_SERVER: str | None = None
+ROW_SERVER_SETTINGS: list = []
 
 
 def _pin_torch_cache_dir() -> None:
@@ -47,7 +49,7 @@ _pin_torch_cache_dir()
 
 @pytest.fixture(scope="session", autouse=True)
 def _double_row_cache(tmp_path_factory):
-    global ROW_CACHE, ROW_SERVER
+    global ROW_CACHE, ROW_SERVER, ROW_SERVER_SETTINGS
     import shutil
     import tempfile
 
@@ -57,9 +59,12 @@ def _double_row_cache(tmp_path_factory):
     # under the import-time settings driver_env gives every launch (two GPUs visible): a launch
     # whose settings differ from the server's loads itself. Not waited for: a launch before the
     # server listens loads itself too.
+    server_env = driver_env(Path(sock_dir))
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "row_server.py"), ROW_SERVER],
-                              env=driver_env(Path(sock_dir)), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+                              env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from driver.envs.worker import import_time_settings
+
+    ROW_SERVER_SETTINGS = import_time_settings(server_env, torch=False)
     yield
     server.kill()
     server.wait()
@@ -125,18 +130,30 @@ def cpu_user_env(tmp_path: Path) -> dict:
 
 
 def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = None,
-           own_process: bool = False) -> subprocess.CompletedProcess:
+           own_process: bool = False, processes: bool = False) -> subprocess.CompletedProcess:
     """`driver ARGS` in the shell `env`, as a user would type it. It runs in this test process
     (driver.cli.main with `env` as the whole environment, the output captured) unless it must
     be a process of its own: `own_process`, or a DRIVER_FAULT_KILL_AT that SIGKILLs the driver.
-    In-process, the trainer, the generator and every env-side job are still processes of their
-    own, launched exactly as from the command line; only the driver's interpreter start and its
-    warm env worker's imports (seconds per call) are paid once per test process rather than
-    once per call. `timeout` bounds a process of its own only."""
+    In-process, the generator and every env-side job are still processes of their own, launched
+    exactly as from the command line, and the trainer double runs in a thread of this process
+    (tests/inprocess_trainer.py; `processes`: as a process tree, as from the command line); the
+    driver's interpreter start and its warm env worker's imports (seconds per call) are paid
+    once per test process rather than once per call. `timeout` bounds a process of its own
+    only."""
     if own_process or env.get("DRIVER_FAULT_KILL_AT"):
         return subprocess.run([sys.executable, "-m", "driver.cli", *args], env=env, cwd=cwd,
                               capture_output=True, text=True, timeout=timeout)
-    return driver_in_process(args, env, cwd)
+    if processes or os.environ.get("SUITE_TRAINER_PROCESSES"):
+        return driver_in_process(args, env, cwd)
+    from driver.backends.prime_rl import PrimeRL
+    from inprocess_trainer import ThreadRunner
+
+    runner = PrimeRL.runner
+    PrimeRL.runner = lambda self: ThreadRunner()   # type: ignore[method-assign]
+    try:
+        return driver_in_process(args, env, cwd)
+    finally:
+        PrimeRL.runner = runner   # type: ignore[method-assign]
 
 
 @pytest.fixture

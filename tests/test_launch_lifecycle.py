@@ -43,6 +43,21 @@ def test_a_trainer_that_exits_between_the_polls_reads_is_done_not_vanished(tmp_p
     assert (res.outcome, res.returncode) == ("done", 0), res
 
 
+def test_eval_rows_written_just_before_the_exit_are_counted(tmp_path):
+    """The trainer writes its last eval rows and exits after the poll has counted the rows and
+    before it looks at liveness: the rows are counted again once the launch has ended, so a
+    complete eval is done, not "exited 0 but the eval file has 0/3 rows"."""
+    log, eval_file = tmp_path / "train.log", tmp_path / "eval.jsonl"
+
+    def ends_now() -> bool:
+        eval_file.write_text("{}\n" * 3)
+        process.rc_path(log).write_text("0\n")
+        return False
+
+    res = process.watch(ends_now, log, eval_file, 3, limits=LIMITS, interval=0.05)
+    assert (res.outcome, res.returncode, res.eval_rows) == ("done", 0, 3), res
+
+
 TREE = Path(__file__).resolve().parent / "double_launcher.py"
 
 

@@ -59,6 +59,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -176,7 +177,26 @@ def served_or_loaded(what: str, env_id: str, args: dict) -> list:
             out = str(Path(tmp) / "rows.json")
             if request(server, env_id, args, what, out):
                 return json.loads(Path(out).read_text())
+    if threading.current_thread() is not threading.main_thread():
+        return loaded_in_own_process(what, env_id, args)
     return through_verifiers(what, env_id, args)
+
+
+def loaded_in_own_process(what: str, env_id: str, args: dict) -> list:
+    """through_verifiers in a process of its own, for a launch running in a thread of the test
+    process (tests/inprocess_trainer.py): verifiers' loader sets signal handlers, which only a
+    main thread may. An env that cannot load fails the launch with the load's own traceback."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="double-rows-") as tmp:
+        out = Path(tmp) / "rows.json"
+        r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--through-verifiers",
+                            what, env_id, json.dumps(args), str(out)], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stderr)
+            raise RuntimeError(f"loading {env_id} through verifiers failed (exit {r.returncode})")
+        return json.loads(out.read_text())
 
 
 def load_rows(env_block: dict, split: str) -> list[dict]:
@@ -195,6 +215,28 @@ def arm_of(output_dir: str | None) -> str:
 ARM = ""   # this launch's arm (set in main)
 
 
+# the pids of launches in threads of the test process start here, above any pid Linux gives out
+# (its pid_max is at most 2**22)
+IN_PROCESS_PIDS = 1 << 22
+
+
+class Stopped(Exception):
+    """An in-process launch was stopped (tests/inprocess_trainer.py): it ends where it waits,
+    as a process ends on its signal."""
+
+
+# set when an in-process launch is stopped; a process run of this file never sets it, so its
+# waits are plain sleeps
+STOP = threading.Event()
+
+
+def pause(seconds: float) -> None:
+    """Sleep `seconds` (a step's length, a hang, a slow start or eval), or end the launch here
+    once it is stopped."""
+    if STOP.wait(seconds):
+        raise Stopped
+
+
 def knob(name: str, default: str = "") -> str:
     """A fault or shape knob's value for this launch (DOUBLE_SHAPE_ARM limits the shape knobs
     and the hang to one arm)."""
@@ -210,6 +252,12 @@ def knob(name: str, default: str = "") -> str:
 def still_running(pids: list[int]) -> list[int]:
     alive = []
     for pid in pids:
+        if pid >= IN_PROCESS_PIDS:   # a launch in a thread of the test process
+            from inprocess_trainer import running
+
+            if running(pid):
+                alive.append(pid)
+            continue
         try:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] != "Z":
@@ -225,13 +273,13 @@ def write_eval_rows(path: Path, lines: list[str], mode: str = "w") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     per_row = float(knob("DOUBLE_EVAL_ROW_SECONDS", "0"))
     if not per_row:
-        time.sleep(float(knob("DOUBLE_EVAL_SECONDS", "0")))
+        pause(float(knob("DOUBLE_EVAL_SECONDS", "0")))
         with open(path, mode) as f:
             f.write("".join(lines))
         return
     with open(path, mode) as f:
         for line in lines:
-            time.sleep(per_row)
+            pause(per_row)
             f.write(line)
             f.flush()
 
@@ -244,7 +292,10 @@ def zero_weight_metrics(env_block: dict) -> list[str]:
                        lambda: served_or_loaded("metrics", env_block["id"], args))
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], in_process_pid: int | None = None) -> int:
+    """`rl` (or, with --evals first, `evals`). `in_process_pid`: this launch runs in a thread of
+    the test process under that pid (tests/inprocess_trainer.py), with no process tree of its
+    own; its refusals and its writes are the same."""
     global ARM
     as_evals = bool(argv) and argv[0] == "--evals"
     if as_evals:   # the standalone evals entrypoint: --evals @ evals.toml --flags
@@ -262,9 +313,9 @@ def main(argv: list[str]) -> int:
         earlier += [pid for x in (trees.read_text().splitlines() if trees.exists() else [])
                     for pid in json.loads(x)["pids"]]
         with open(log, "a") as f:
-            f.write(json.dumps({"pid": os.getpid(), "output_dir": cfg.get("output_dir"), "argv": argv,
+            f.write(json.dumps({"pid": in_process_pid or os.getpid(), "output_dir": cfg.get("output_dir"), "argv": argv,
                                 "alive_before": still_running(earlier), "ts": time.time()}) + "\n")
-    time.sleep(float(knob("DOUBLE_STARTUP_SECONDS", "0")))
+    pause(float(knob("DOUBLE_STARTUP_SECONDS", "0")))
     generation = "current" if "source" in cfg.get("orchestrator", {}).get("train", {}) else "classic"
     if as_evals:
         import trainer_double_current as current
@@ -280,14 +331,15 @@ def main(argv: list[str]) -> int:
     if refused:
         print(refused, file=sys.stderr)
         return 1
-    tree = double_launcher.Tree(cfg, generation)
+    tree = double_launcher.Tree(cfg, generation) if in_process_pid is None else None
     if generation == "current":
         import trainer_double_current as current
 
         rc = current.rl(cfg)
     else:
         rc = rl_classic(cfg)
-    tree.cleanup()   # entrypoints/rl.py:405-407: after the run, as after a failure
+    if tree is not None:
+        tree.cleanup()   # entrypoints/rl.py:405-407: after the run, as after a failure
     return rc
 
 
@@ -362,7 +414,7 @@ def rl_classic(cfg: dict) -> int:
     skill = 0.3 + 0.25 * frac(sorted(content.values()), resume, len(sum(train_rows.values(), [])))
     crash = int(os.environ.get("DOUBLE_CRASH_AT_STEP", "0") or 0)
     hang = int(knob("DOUBLE_HANG_AT_STEP", "0"))
-    pause = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
+    step_s = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
     interval = int(ckpt.get("interval") or max_steps)
     filtering = zero_advantage_enforced(orch)
     rdir = out / "run_default"
@@ -377,8 +429,8 @@ def rl_classic(cfg: dict) -> int:
             return 1
         if step == hang:
             while True:
-                time.sleep(60)
-        time.sleep(pause)
+                pause(60)
+        pause(step_s)
         rows_step = layout.rows_step(step)   # the orchestrator's step when it samples
         for attempt in range(MAX_EMPTY_BATCH_ATTEMPTS):   # orchestrator.py:422-450
             rows = sample_batch(train_rows, content, batch, rpe, step, attempt, skill)
@@ -486,4 +538,8 @@ def eval_lines(eval_envs: list[dict], skill: float) -> list[str]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--through-verifiers"]:   # WHAT ENV_ID ARGS_JSON OUT: one load
+        what, env_id, args, out = sys.argv[2:6]
+        Path(out).write_text(json.dumps(through_verifiers(what, env_id, json.loads(args)), default=str))
+        sys.exit(0)
     sys.exit(main(sys.argv[1:]))

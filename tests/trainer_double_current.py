@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from trainer_double import cached_load, frac, knob, served_or_loaded, write_eval_rows
+from trainer_double import cached_load, frac, knob, pause, served_or_loaded, write_eval_rows
 
 from driver.dialects import current_schema
 
@@ -147,7 +147,7 @@ def rl(cfg: dict) -> int:
                     shutil.rmtree(p)
         if max_steps <= start:
             while True:     # the trainer's equality test never fires: prime-rl hangs here
-                time.sleep(60)
+                pause(60)
     elif any((R / d).exists() and any((R / d).iterdir()) for d in ("checkpoints", "rollouts", "broadcasts")) \
             and not cfg.get("clean"):
         return fail(f"FileExistsError: run directory {R} already has artifacts; pass clean = true or resume")
@@ -156,7 +156,7 @@ def rl(cfg: dict) -> int:
     skill = 0.3 + 0.25 * frac(content, start, sum(map(len, rows.values())))
     crash = int(os.environ.get("DOUBLE_CRASH_AT_STEP", "0") or 0)
     hang = int(knob("DOUBLE_HANG_AT_STEP", "0"))
-    pause = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
+    step_s = float(os.environ.get("DOUBLE_STEP_SECONDS", "0") or 0)
     interval = int((cfg.get("ckpt") or {}).get("interval") or max_steps)
     filesystem = (cfg.get("weight_broadcast") or {}).get("type") == "filesystem"
     # configs/orchestrator.py:270: zero-advantage samples are filtered unless turned off
@@ -190,8 +190,8 @@ def rl(cfg: dict) -> int:
             return fail(f"RuntimeError: injected crash at step {step}")
         if step == hang:
             while True:
-                time.sleep(60)
-        time.sleep(pause)
+                pause(60)
+        pause(step_s)
         episodes = draw(step, [empty] if empty else [])
         # every arriving episode is logged to `all` under the step still collecting (:591-592)
         append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl", episodes)

@@ -145,8 +145,27 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
          limits: Limits, steps: int = 0, progress: Callable[[], int] | None = None,
          interval: float = 1.0, on_tick: Callable[[int], None] | None = None,
          between_reads: Callable[[], None] | None = None) -> PollResult:
-    """Wait until the trainer has exited (status file written), it shows no sign of work for
-    longer than its limits allow where it is ("stalled"), or the cap is reached ("timeout").
+    """`watch` a launched process tree: alive while its wrapper is, or anything of its group
+    (the wrapper gone without a status while its trainer runs on is still running); each look
+    collects the wrapper if it ended and records the tree it has started."""
+    def alive() -> bool:
+        if tp is None:
+            return False
+        reap(tp)
+        record_tree(tp, log)
+        return is_alive(tp) or bool(group_members(tp))
+
+    return watch(alive, log, eval_file, expected_rows, limits=limits, steps=steps,
+                 progress=progress, interval=interval, on_tick=on_tick, between_reads=between_reads)
+
+
+def watch(alive: Callable[[], bool], log: Path, eval_file: Path, expected_rows: int, *,
+          limits: Limits, steps: int = 0, progress: Callable[[], int] | None = None,
+          interval: float = 1.0, on_tick: Callable[[int], None] | None = None,
+          between_reads: Callable[[], None] | None = None) -> PollResult:
+    """Wait until the launch has ended (status file written, or `alive()` false), it shows no
+    sign of work for longer than its limits allow where it is ("stalled"), or the cap is
+    reached ("timeout").
 
     Done means exit status 0 and a complete eval file. The eval file filling up first is not
     enough on its own: the trainer may still be writing checkpoints after its final eval.
@@ -159,21 +178,20 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
     last_change = start
     cap = limits.cap_s(steps)
     while True:
-        if tp is not None:
-            reap(tp)
-            record_tree(tp, log)
         rows = count_lines(eval_file)
         # liveness first, then the status file: the wrapper writes its status as its last act,
-        # so a trainer that exits between the two reads is seen by the second; the wrapper gone
-        # without a status while its trainer runs on is still running
-        alive = tp is not None and (is_alive(tp) or bool(group_members(tp)))
+        # so a trainer that exits between the two reads is seen by the second
+        running = alive()
         if between_reads:
             between_reads()
         rc = exit_status(log)
-        if rc is None and not alive:
+        if rc is None and not running:
             clock.sleep(STATUS_SETTLE_S)   # a status written the instant before: read it again
             rc = exit_status(log)
-        if rc is not None or not alive:
+        if rc is not None or not running:
+            # counted again now that it has ended: rows it wrote after the count above, before
+            # it exited, are in the file
+            rows = count_lines(eval_file)
             if rc == 0 and rows >= expected_rows:
                 return PollResult("done", rc, rows)
             if rc == 0:
