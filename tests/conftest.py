@@ -157,6 +157,22 @@ def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = 
 
 
 @pytest.fixture
+def own_workers():
+    """No warm worker (driver/envs/worker.py) for the test to find: the ones it starts are
+    closed after it, and the test process's own are back for the tests that follow, not started
+    again (seconds each)."""
+    from driver.envs import worker
+
+    saved = dict(worker._WORKERS)
+    worker._WORKERS.clear()
+    try:
+        yield
+    finally:
+        worker.close_all()
+        worker._WORKERS.update(saved)
+
+
+@pytest.fixture
 def fast_clock(monkeypatch):
     """The in-process driver's clock (driver/clock.py) running FAST_CLOCK_RATE times faster than
     real time: its limits, grace periods and poll intervals pass in a fifth of their length, so a

@@ -249,7 +249,7 @@ def test_a_job_that_dies_without_a_response_says_how_it_ended(tmp_path, monkeypa
 # --------------------------------------------------------------------------------------------
 # the interpreter's own facts (interpreter.py): before an env is installed, maybe no verifiers
 
-def test_the_interpreter_jobs_answer_where_verifiers_cannot_be_imported(tmp_path, monkeypatch):
+def test_the_interpreter_jobs_answer_where_verifiers_cannot_be_imported(tmp_path, monkeypatch, own_workers):
     """Which modules the training interpreter finds, its install paths and where it finds a
     module are asked before any env is installed there, perhaps where verifiers is not: with a
     verifiers that raises on import first on its path, they still answer, each in a fresh
@@ -261,7 +261,6 @@ def test_the_interpreter_jobs_answer_where_verifiers_cannot_be_imported(tmp_path
     (tmp_path / "verifiers").mkdir()
     (tmp_path / "verifiers" / "__init__.py").write_text("raise ImportError('no verifiers here')\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    worker.close_all()
     # an env module, one that is nowhere, and call.py's siblings, which `python -c` does not see
     assert missing_envs(PY, ["stock-arithmetic", "no_such_env_q9", "rows", "interpreter"]) == \
         ["no_such_env_q9", "rows", "interpreter"]

@@ -77,38 +77,32 @@ def test_each_request_is_a_fresh_process_with_the_libraries_already_loaded(warm,
     assert a.stderr.strip() == "to stderr" and "to stderr" not in a.stdout   # kept apart
 
 
-def test_a_request_runs_with_the_drivers_environment_as_it_is_at_the_request(script, monkeypatch):
+def test_a_request_runs_with_the_drivers_environment_as_it_is_at_the_request(script, monkeypatch,
+                                                                             own_workers):
     """The worker started under an earlier environment; a request sees the driver's as a new
     interpreter started now would: a variable set since is there, one removed since is not."""
-    worker.close_all()
     monkeypatch.setenv("WORKER_TEST_REMOVED", "old")
     monkeypatch.setenv("WORKER_TEST_SET", "old")
     assert worker.get(PY) is not None   # started with both variables as they were
-    try:
-        monkeypatch.delenv("WORKER_TEST_REMOVED")
-        monkeypatch.setenv("WORKER_TEST_SET", "now")
-        show = script("import os\nprint('set', os.environ.get('WORKER_TEST_SET'))\n"
-                      "print('removed', os.environ.get('WORKER_TEST_REMOVED'))\n"
-                      "print('given', os.environ.get('WORKER_TEST_GIVEN'))\n")
-        got = lines(worker.run_py(PY, show, [], env={"WORKER_TEST_GIVEN": "yes"}).stdout)
-    finally:
-        worker.close_all()
+    monkeypatch.delenv("WORKER_TEST_REMOVED")
+    monkeypatch.setenv("WORKER_TEST_SET", "now")
+    show = script("import os\nprint('set', os.environ.get('WORKER_TEST_SET'))\n"
+                  "print('removed', os.environ.get('WORKER_TEST_REMOVED'))\n"
+                  "print('given', os.environ.get('WORKER_TEST_GIVEN'))\n")
+    got = lines(worker.run_py(PY, show, [], env={"WORKER_TEST_GIVEN": "yes"}).stdout)
     assert got == {"set": "now", "removed": "None", "given": "yes"}
 
 
-def test_a_request_whose_import_time_settings_differ_from_the_workers_gets_another_worker(script, monkeypatch, tmp_path):
+def test_a_request_whose_import_time_settings_differ_from_the_workers_gets_another_worker(
+        script, monkeypatch, tmp_path, own_workers):
     """huggingface_hub reads HF_HOME once, when the worker imports it: a request under another
     HF_HOME is served by a worker started under it, so the library sees the request's cache."""
-    worker.close_all()
     show = script("import huggingface_hub.constants as c\nprint('home', c.HF_HOME)\n")
-    try:
-        seen = []
-        for home in ("a", "b", "a"):
-            monkeypatch.setenv("HF_HOME", str(tmp_path / home))
-            seen.append(lines(worker.run_py(PY, show, []).stdout)["home"])
-        assert len(worker._WORKERS) == 2   # "a"'s worker served its second request too
-    finally:
-        worker.close_all()
+    seen = []
+    for home in ("a", "b", "a"):
+        monkeypatch.setenv("HF_HOME", str(tmp_path / home))
+        seen.append(lines(worker.run_py(PY, show, []).stdout)["home"])
+    assert len(worker._WORKERS) == 2   # "a"'s worker served its second request too
     assert seen == [str(tmp_path / h) for h in ("a", "b", "a")]
 
 
@@ -215,10 +209,7 @@ def test_run_module_runs_a_module_as_python_dash_m_does(tmp_path, monkeypatch, f
         monkeypatch.setenv("DRIVER_NO_WORKER", "1")
     (tmp_path / "probe_like_module.py").write_text(
         "import os, sys\nprint(os.path.basename(sys.argv[0]), sys.argv[1:], __name__)\n")
-    try:
-        r = worker.run_py(PY, worker.RUN_MODULE, ["probe_like_module", "--k", 4], cwd=str(tmp_path))
-    finally:
-        worker.close_all()
+    r = worker.run_py(PY, worker.RUN_MODULE, ["probe_like_module", "--k", 4], cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[0] == "probe_like_module.py ['--k', '4'] __main__"
 
