@@ -38,8 +38,14 @@ from driver.run.rundir import now
 DOUBLE = Path(__file__).resolve().parent / "trainer_double.py"
 
 # knobs that shape what only processes have: signals, the tree's teardown, the server's ports
+# (and a rank's teardown time, where it is not driver_env's "0")
 PROCESS_KNOBS = ("DOUBLE_IGNORE_TERM", "DOUBLE_RANK_IGNORES_TERM", "DOUBLE_TORCHRUN_GRACE_SECONDS",
                  "DOUBLE_BIND_PORTS")
+
+
+def _shapes_processes() -> bool:
+    return any(os.environ.get(k) for k in PROCESS_KNOBS) or \
+        float(os.environ.get("DOUBLE_RANK_TEARDOWN_SECONDS") or 0) > 0
 
 
 @dataclass(frozen=True)
@@ -106,7 +112,7 @@ class ThreadRunner:
         return ProcessRunner(self.grace_s)
 
     def launch(self, command: Command, args: list[str], out: Path, log: Path) -> TrainerProcess:
-        if not _is_double(command) or any(os.environ.get(k) for k in PROCESS_KNOBS) \
+        if not _is_double(command) or _shapes_processes() \
                 or any(running(pid) for pid in _LAUNCHES) or not _served_here():
             return self._processes().launch(command, args, out, log)
         import trainer_double

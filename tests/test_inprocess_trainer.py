@@ -88,7 +88,7 @@ def test_a_stop_ends_a_hung_launch_where_it_waits_and_leaves_no_exit_status(shel
     assert not running(tp.pid) and runner.exit_status(log) is None and runner.find(tp, out) is None
 
 
-@pytest.mark.parametrize("knob", ["DOUBLE_IGNORE_TERM", "DOUBLE_BIND_PORTS"])
+@pytest.mark.parametrize("knob", ["DOUBLE_IGNORE_TERM", "DOUBLE_BIND_PORTS", "DOUBLE_RANK_TEARDOWN_SECONDS"])
 def test_a_launch_whose_knobs_shape_its_processes_is_a_process(shell, tmp_path, monkeypatch, knob):
     monkeypatch.setenv(knob, "1")
     runner, out, log = ThreadRunner(grace_s=0.5), tmp_path / "out", tmp_path / "out.log"
