@@ -62,9 +62,9 @@ def _double_row_cache(tmp_path_factory):
     server_env = driver_env(Path(sock_dir))
     server = subprocess.Popen([sys.executable, str(ROOT / "tests" / "row_server.py"), ROW_SERVER],
                               env=server_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    from driver.envs.worker import import_time_settings
+    from row_server import import_time
 
-    ROW_SERVER_SETTINGS = import_time_settings(server_env, torch=False)
+    ROW_SERVER_SETTINGS = import_time(server_env)
     yield
     server.kill()
     server.wait()

@@ -96,10 +96,10 @@ def _served_here() -> bool:
     """Whether the row server takes this launch's loads (conftest.py starts it): one it declines
     loads through verifiers itself, which sets signal handlers, and only a main thread may."""
     import conftest
-    from driver.envs.worker import import_time_settings
+    from row_server import import_time   # the server's own test of a request
 
     return bool(os.environ.get("DOUBLE_ROW_SERVER")) and \
-        import_time_settings(dict(os.environ), torch=False) == conftest.ROW_SERVER_SETTINGS
+        import_time(dict(os.environ)) == conftest.ROW_SERVER_SETTINGS
 
 
 class ThreadRunner:

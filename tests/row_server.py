@@ -56,9 +56,9 @@ def _load(req: dict) -> None:
     os.replace(tmp, req["out"])
 
 
-def _import_time(env: dict) -> list:
+def import_time(env: dict) -> list:
     """What this server's imports read from the environment when they ran (the driver's warm
-    worker keys on the same variables)."""
+    worker keys on the same variables): a request under other values is declined."""
     from driver.envs.worker import import_time_settings
 
     return import_time_settings(env, torch=False)   # PYTHONPATH is set per request
@@ -72,7 +72,7 @@ def _serve_one(conn: socket.socket, started_under: list) -> None:
     try:
         with conn.makefile("rb") as f:
             req = json.loads(f.readline())
-        theirs = _import_time(req["env"])
+        theirs = import_time(req["env"])
         if theirs != started_under:   # its libraries would see other settings: it loads itself
             why = f"import-time settings differ: {sorted(set(theirs) ^ set(started_under))}"
             return
@@ -105,7 +105,7 @@ def serve(path: str) -> None:
     SERVED_LOG = served_log(path)
 
     SERVER_ENV.update(os.environ)
-    started_under = _import_time(SERVER_ENV)
+    started_under = import_time(SERVER_ENV)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # children are reaped as they end
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)

@@ -51,6 +51,12 @@ launch itself.
 DOUBLE_ROW_CACHE=DIR (the suite sets it) keeps each loaded env's rows in DIR, keyed on the env
 id, its args and a hash of its installed source, so the hub env is loaded through verifiers once
 per test process rather than once per launch (`cached_load`).
+
+Test plumbing, not prime-rl's behaviour: `main(argv, in_process_pid=PID)` runs a launch in a
+thread of the test process (tests/inprocess_trainer.py) with no launcher tree; its waits
+(`pause`) end when STOP is set, as a process's end on its signal, and a load the row server
+declines runs in a process of its own (`--through-verifiers`: verifiers' loader sets signal
+handlers, which only a main thread may). A process run of this file never sets STOP.
 """
 from __future__ import annotations
 
