@@ -44,6 +44,14 @@ def warm():
 
 
 @pytest.fixture
+def light(monkeypatch):
+    """Workers started from here on preload `modules` (a list) instead of verifiers: for a test
+    of how workers are chosen, started and replaced, where what they hold does not matter and a
+    verifiers worker would cost seconds of CPU to start."""
+    return lambda modules: monkeypatch.setattr(worker, "VERIFIERS", list(modules))
+
+
+@pytest.fixture
 def script(tmp_path):
     """A file holding `body`, for run_py to run by path."""
     made = []
@@ -78,9 +86,10 @@ def test_each_request_is_a_fresh_process_with_the_libraries_already_loaded(warm,
 
 
 def test_a_request_runs_with_the_drivers_environment_as_it_is_at_the_request(script, monkeypatch,
-                                                                             own_workers):
+                                                                             own_workers, light):
     """The worker started under an earlier environment; a request sees the driver's as a new
     interpreter started now would: a variable set since is there, one removed since is not."""
+    light([])
     monkeypatch.setenv("WORKER_TEST_REMOVED", "old")
     monkeypatch.setenv("WORKER_TEST_SET", "old")
     assert worker.get(PY) is not None   # started with both variables as they were
@@ -94,9 +103,10 @@ def test_a_request_runs_with_the_drivers_environment_as_it_is_at_the_request(scr
 
 
 def test_a_request_whose_import_time_settings_differ_from_the_workers_gets_another_worker(
-        script, monkeypatch, tmp_path, own_workers):
+        script, monkeypatch, tmp_path, own_workers, light):
     """huggingface_hub reads HF_HOME once, when the worker imports it: a request under another
     HF_HOME is served by a worker started under it, so the library sees the request's cache."""
+    light(["huggingface_hub.constants"])   # what datasets' import reads HF_HOME through
     show = script("import huggingface_hub.constants as c\nprint('home', c.HF_HOME)\n")
     seen = []
     for home in ("a", "b", "a"):
@@ -115,7 +125,7 @@ print(json.dumps({{"path": sys.path[1:], "file": {module}.__file__}}))
 
 @pytest.mark.parametrize("case", ["a module of its own", "a module the worker loaded", "where the worker found it"])
 def test_a_request_under_another_pythonpath_sees_the_modules_a_new_interpreter_would(
-        warm, script, tmp_path, monkeypatch, case):
+        warm, script, tmp_path, monkeypatch, light, case):
     """PYTHONPATH is set per request: a folder added there puts its modules before the worker's,
     as a new interpreter's sys.path does, and the warm worker serves it. A folder holding a
     module the worker imported from elsewhere (`datasets`) would leave the request the worker's
@@ -131,6 +141,7 @@ def test_a_request_under_another_pythonpath_sees_the_modules_a_new_interpreter_w
     else:
         (folder / f"{module}.py").write_text("")
     show = script(SHOW_PATH.format(module=module))
+    light(["datasets"])   # a worker started for the request: datasets is what it must not share
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), "relative", os.environ.get("PYTHONPATH", "")]))
     got = worker.run_py(PY, show, [], cwd=str(tmp_path))
     new = subprocess.run([PY, str(show)], capture_output=True, text=True, cwd=tmp_path, check=False)
@@ -193,12 +204,15 @@ def test_without_a_worker_the_same_script_runs_in_a_new_interpreter(monkeypatch,
     assert lines(r.stdout)["path0"] == str(state.parent)
 
 
-def test_a_dead_worker_is_replaced_and_its_request_still_runs(warm, script):
-    warm.proc.kill()
-    warm.proc.wait()
+def test_a_dead_worker_is_replaced_and_its_request_still_runs(script, own_workers, light):
+    light([])
+    doomed = worker.get(PY)
+    assert doomed is not None and worker.run_py(PY, script("pass"), []).returncode == 0
+    doomed.proc.kill()
+    doomed.proc.wait()
     r = worker.run_py(PY, script("print(40 + 2)"), [])
     assert r.stdout.strip() == "42"
-    assert worker.get(PY) is not warm
+    assert worker.get(PY) not in (doomed, None)
 
 
 @pytest.mark.parametrize("forked", [True, False])
