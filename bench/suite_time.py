@@ -1,9 +1,11 @@
 """Is the test suite slower than it was at an earlier commit? Runs the README's test command
 (`python -m pytest`, the main suite) in a clean clone of REV with its own virtual environment
 (the README's install command) and then in this working tree, back to back on the same machine,
-and prints both wall times and, for the tests both trees have, the sum of their durations side
-by side with the ratio. On a shared machine a suite's wall time drifts by minutes over a day, so
-only a peer run in the same hour says whether a change made the suite slower.
+and prints both wall times, the CPU the whole machine spent during each (Linux), and, for the
+tests both trees have, the sum of their durations side by side with the ratio. On 2 cores a
+suite whose machine CPU is near twice its wall time is bound by the work it does, not by
+waits. On a shared machine a suite's wall time drifts by minutes over a day, so only a peer run
+in the same hour says whether a change made the suite slower.
 
     python bench/suite_time.py --against 215f240          # about 30 minutes on 2 cores
     python bench/suite_time.py --peer-env SUITE_TRAINER_PROCESSES=1   # this tree, with and without
@@ -40,9 +42,24 @@ def durations(junit: Path) -> dict[str, float]:
     return out
 
 
-def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> float:
+def machine_cpu() -> float | None:
+    """Seconds of CPU the whole machine has spent busy since boot (Linux's /proc/stat: every
+    state but idle and iowait), or None elsewhere: read around a suite, it counts what no
+    process accounting of the suite's own tree sees (daemonised launches, killed processes)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return None
     import os
 
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> tuple[float, float | None]:
+    import os
+
+    cpu0 = machine_cpu()
     t0 = time.time()
     print(f"[{tree}] {' '.join(f'{k}={v}' for k, v in (env or {}).items())} python -m pytest "
           f"(junit: {junit})", flush=True)
@@ -50,11 +67,14 @@ def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> 
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        env={**os.environ, **(env or {})})
     wall = time.time() - t0
+    cpu1 = machine_cpu()
+    cpu = cpu1 - cpu0 if cpu0 is not None and cpu1 is not None else None
     tail = r.stdout.strip().splitlines()[-1:] or ["(no output)"]
-    print(f"[{tree}] exit {r.returncode} in {wall:.0f} s: {tail[0]}", flush=True)
+    print(f"[{tree}] exit {r.returncode} in {wall:.0f} s"
+          + (f", the machine busy {cpu:.0f} s of CPU" if cpu is not None else "") + f": {tail[0]}", flush=True)
     if r.returncode != 0:
         sys.exit(f"the suite failed in {tree}; its output:\n{r.stdout[-4000:]}")
-    return wall
+    return wall, cpu
 
 
 def prepare_clone(rev: str, scratch: Path) -> tuple[Path, str]:
@@ -73,13 +93,16 @@ def prepare_clone(rev: str, scratch: Path) -> tuple[Path, str]:
     return clone, python
 
 
-def report(ref: dict[str, float], head: dict[str, float], walls: tuple[float, float] | None,
+def report(ref: dict[str, float], head: dict[str, float], runs: tuple[tuple, tuple] | None,
            labels: tuple[str, str]) -> None:
     common = sorted(set(ref) & set(head))
     r_sum, h_sum = sum(ref[t] for t in common), sum(head[t] for t in common)
     print(f"{'':34s}{labels[0]:>14s}{labels[1]:>14s}   ratio")
-    if walls:
-        print(f"{'wall time of the main suite (s)':34s}{walls[0]:14.0f}{walls[1]:14.0f}   {walls[1] / walls[0]:.2f}")
+    if runs:
+        (r_wall, r_cpu), (h_wall, h_cpu) = runs
+        print(f"{'wall time of the main suite (s)':34s}{r_wall:14.0f}{h_wall:14.0f}   {h_wall / r_wall:.2f}")
+        if r_cpu and h_cpu:   # the machine's, so whatever else ran meanwhile is in it too
+            print(f"{'CPU the machine spent (s)':34s}{r_cpu:14.0f}{h_cpu:14.0f}   {h_cpu / r_cpu:.2f}")
     print(f"{'tests':34s}{len(ref):14d}{len(head):14d}")
     print(f"{'sum of all test durations (s)':34s}{sum(ref.values()):14.0f}{sum(head.values()):14.0f}"
           f"   {sum(head.values()) / max(sum(ref.values()), 1e-9):.2f}")
@@ -118,17 +141,17 @@ def main() -> int:
         name, sep, value = a.peer_env.partition("=")
         if not sep or not name:
             ap.error("--peer-env takes NAME=VALUE")
-        ref_wall = run_suite(ROOT, sys.executable, scratch / "ref.xml", {name: value})
-        head_wall = run_suite(ROOT, sys.executable, scratch / "head.xml")
-        report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_wall, head_wall),
+        ref_run = run_suite(ROOT, sys.executable, scratch / "ref.xml", {name: value})
+        head_run = run_suite(ROOT, sys.executable, scratch / "head.xml")
+        report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_run, head_run),
                (a.peer_env[:13], "as it is"))
         return 0
     if not a.against:
         ap.error("give --against REV, --peer-env NAME=VALUE or --junit REF.xml HEAD.xml")
     clone, python = prepare_clone(a.against, scratch)
-    ref_wall = run_suite(clone, python, scratch / "ref.xml")
-    head_wall = run_suite(ROOT, sys.executable, scratch / "head.xml")
-    report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_wall, head_wall),
+    ref_run = run_suite(clone, python, scratch / "ref.xml")
+    head_run = run_suite(ROOT, sys.executable, scratch / "head.xml")
+    report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_run, head_run),
            (a.against[:10], "working tree"))
     return 0
 

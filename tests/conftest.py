@@ -135,8 +135,7 @@ def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = 
     (driver.cli.main with `env` as the whole environment, the output captured) unless it must
     be a process of its own: `own_process`, or a DRIVER_FAULT_KILL_AT that SIGKILLs the driver.
     In-process, the generator and every env-side job are still processes of their own, launched
-    exactly as from the command line (but a hub env's introspection already loaded with the same
-    request, shell and env files: tests/envside_memo.py), and the trainer double runs in a thread of this process
+    exactly as from the command line, and the trainer double runs in a thread of this process
     (tests/inprocess_trainer.py; `processes`: as a process tree, as from the command line); the
     driver's interpreter start and its warm env worker's imports (seconds per call) are paid
     once per test process rather than once per call. `timeout` bounds a process of its own
@@ -144,22 +143,17 @@ def driver(args: list[str], env: dict, timeout: float = 600, cwd: Path | None = 
     if own_process or env.get("DRIVER_FAULT_KILL_AT"):
         return subprocess.run([sys.executable, "-m", "driver.cli", *args], env=env, cwd=cwd,
                               capture_output=True, text=True, timeout=timeout)
-    import contextlib
+    if processes or os.environ.get("SUITE_TRAINER_PROCESSES"):
+        return driver_in_process(args, env, cwd)
+    from driver.backends.prime_rl import PrimeRL
+    from inprocess_trainer import ThreadRunner
 
-    import envside_memo
-
-    with envside_memo.active() if not os.environ.get("SUITE_ENVSIDE_FRESH") else contextlib.nullcontext():
-        if processes or os.environ.get("SUITE_TRAINER_PROCESSES"):
-            return driver_in_process(args, env, cwd)
-        from driver.backends.prime_rl import PrimeRL
-        from inprocess_trainer import ThreadRunner
-
-        runner = PrimeRL.runner
-        PrimeRL.runner = lambda self: ThreadRunner()   # type: ignore[method-assign]
-        try:
-            return driver_in_process(args, env, cwd)
-        finally:
-            PrimeRL.runner = runner   # type: ignore[method-assign]
+    runner = PrimeRL.runner
+    PrimeRL.runner = lambda self: ThreadRunner()   # type: ignore[method-assign]
+    try:
+        return driver_in_process(args, env, cwd)
+    finally:
+        PrimeRL.runner = runner   # type: ignore[method-assign]
 
 
 @pytest.fixture
