@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,14 +52,10 @@ def machine_cpu() -> float | None:
             ticks = [int(x) for x in f.readline().split()[1:]]
     except OSError:
         return None
-    import os
-
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> tuple[float, float | None]:
-    import os
-
     cpu0 = machine_cpu()
     t0 = time.time()
     print(f"[{tree}] {' '.join(f'{k}={v}' for k, v in (env or {}).items())} python -m pytest "

@@ -59,7 +59,7 @@ _PIDS = itertools.count()
 
 
 def running(pid: int) -> bool:
-    """Whether the in-process launch `pid` is still running (trainer_double.still_running)."""
+    """Whether the in-process launch `pid` is still running in this process."""
     launch = _LAUNCHES.get(pid)
     return launch is not None and launch.thread.is_alive()
 
@@ -126,6 +126,11 @@ class ThreadRunner:
         stdout, stderr = Streams.installed("stdout"), Streams.installed("stderr")
         trainer_double.STOP.clear()
         started = threading.Event()
+        marker = None   # while it runs, for a launch in another process to see (alive_before)
+        if os.environ.get("DOUBLE_LAUNCH_LOG"):
+            marker = trainer_double.thread_marker(Path(os.environ["DOUBLE_LAUNCH_LOG"]), pid)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
 
         def run() -> None:
             me = threading.get_ident()
@@ -149,6 +154,8 @@ class ThreadRunner:
                     stderr.logs.pop(me, None)
             if rc is not None:   # the wrapper's last act; a stopped launch leaves none
                 rc_path(log).write_text(f"{rc}\n")
+            if marker is not None:
+                marker.unlink(missing_ok=True)
 
         thread = threading.Thread(target=run, name=f"trainer-double-{pid}", daemon=True)
         _LAUNCHES[pid] = Launch(tp, thread)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DOUBLE, driver_env
+from conftest import DOUBLE, driver_env, launches
 from driver.backends import Command
 from driver.backends import process
 from inprocess_trainer import ThreadRunner, running
@@ -84,8 +84,32 @@ def test_a_stop_ends_a_hung_launch_where_it_waits_and_leaves_no_exit_status(shel
     res = runner.poll(tp, log, out / "none.jsonl", 20, limits=process.Limits(60, 0.5, 60), steps=2,
                       progress=lambda: int(first_step.exists()), interval=0.05, on_tick=None)
     assert res.outcome == "stalled" and running(tp.pid) and runner.find(None, out) == tp
+    # a launch beside it (one that does not hang) is a process, and sees the thread's launch
+    # running (alive_before)
+    monkeypatch.delenv("DOUBLE_HANG_AT_STEP")
+    beside = _launch_to_end(runner, shell, tmp_path / "beside")
+    assert beside.pid < 1 << 22 and _alive_before(tmp_path, "beside") == [tp.pid]
     runner.stop(tp)
     assert not running(tp.pid) and runner.exit_status(log) is None and runner.find(tp, out) is None
+    after = _launch_to_end(runner, shell, tmp_path / "after")   # a thread again; tp is gone
+    assert after.pid >= 1 << 22 and _alive_before(tmp_path, "after") == []
+
+
+def _launch_to_end(runner, shell, out: Path):
+    log = out.with_suffix(".log")
+    tp = runner.launch(TRAINER, ["@", str(shell), "--output-dir", str(out)], out, log)
+    try:
+        assert runner.poll(tp, log, out / "none.jsonl", 20, limits=LIMITS, steps=2, progress=lambda: 0,
+                           interval=0.05, on_tick=None).returncode == 0
+    finally:
+        runner.stop(tp)
+    return tp
+
+
+def _alive_before(tmp_path, name: str) -> list[int]:
+    """What the double recorded as still running when the launch writing to `name` started."""
+    [record] = [x for x in launches(tmp_path) if x["output_dir"] == str(tmp_path / name)]
+    return record["alive_before"]
 
 
 @pytest.mark.parametrize("knob", ["DOUBLE_IGNORE_TERM", "DOUBLE_BIND_PORTS", "DOUBLE_RANK_TEARDOWN_SECONDS"])

@@ -56,7 +56,9 @@ Test plumbing, not prime-rl's behaviour: `main(argv, in_process_pid=PID)` runs a
 thread of the test process (tests/inprocess_trainer.py) with no launcher tree; its waits
 (`pause`) end when STOP is set, as a process's end on its signal, and a load the row server
 declines runs in a process of its own (`--through-verifiers`: verifiers' loader sets signal
-handlers, which only a main thread may). A process run of this file never sets STOP.
+handlers, which only a main thread may). A process run of this file never sets STOP. While a
+thread's launch runs, `thread_marker` names a file that says so, so that a launch in any process
+lists it in `alive_before` as it lists a live process.
 """
 from __future__ import annotations
 
@@ -255,13 +257,18 @@ def knob(name: str, default: str = "") -> str:
     return os.environ.get(name, default) or default
 
 
-def still_running(pids: list[int]) -> list[int]:
+def thread_marker(launch_log: Path, pid: int) -> Path:
+    """A file that exists while the launch `pid` runs in a thread of the test process
+    (tests/inprocess_trainer.py makes and removes it): how a launch in any process tells
+    whether that one still runs."""
+    return Path(f"{launch_log}.threads") / str(pid)
+
+
+def still_running(pids: list[int], launch_log: Path) -> list[int]:
     alive = []
     for pid in pids:
         if pid >= IN_PROCESS_PIDS:   # a launch in a thread of the test process
-            from inprocess_trainer import running
-
-            if running(pid):
+            if thread_marker(launch_log, pid).exists():
                 alive.append(pid)
             continue
         try:
@@ -320,7 +327,7 @@ def main(argv: list[str], in_process_pid: int | None = None) -> int:
                     for pid in json.loads(x)["pids"]]
         with open(log, "a") as f:
             f.write(json.dumps({"pid": in_process_pid or os.getpid(), "output_dir": cfg.get("output_dir"), "argv": argv,
-                                "alive_before": still_running(earlier), "ts": time.time()}) + "\n")
+                                "alive_before": still_running(earlier, log), "ts": time.time()}) + "\n")
     pause(float(knob("DOUBLE_STARTUP_SECONDS", "0")))
     generation = "current" if "source" in cfg.get("orchestrator", {}).get("train", {}) else "classic"
     if as_evals:
