@@ -9,11 +9,14 @@ in the same hour says whether a change made the suite slower.
 
     python bench/suite_time.py --against 215f240          # about 30 minutes on 2 cores
     python bench/suite_time.py --peer-env SUITE_TRAINER_PROCESSES=1   # this tree, with and without
+    python bench/suite_time.py --peer-python OTHER/.venv/bin/python   # this tree, two venvs
     python bench/suite_time.py --junit REF.xml HEAD.xml   # compare two finished runs only
 
 --peer-env runs this working tree twice, first with the variable set (the peer), then as it is:
 a switch the suite reads (SUITE_TRAINER_PROCESSES=1: every launch of the trainer double a
-process tree, none in a thread; tests/conftest.py) measured against its default.
+process tree, none in a thread; tests/conftest.py) measured against its default. --peer-python runs this working tree first with another venv's
+interpreter (the peer), then with this one: a venv that kept the generated envs of earlier suites
+against a fresh one. Each run says how many distributions its venv has installed when it starts.
 
 The working tree's run uses the interpreter this script runs under (its venv must already have
 the README's install); REV's clone gets a venv of its own under the scratch directory.
@@ -55,11 +58,18 @@ def machine_cpu() -> float | None:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
+def installed(python: str) -> int:
+    """How many distributions `python`'s site-packages holds (its *.dist-info entries)."""
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    return len(list(Path(site).glob("*.dist-info")))
+
+
 def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> tuple[float, float | None]:
+    print(f"[{tree}] {' '.join(f'{k}={v}' for k, v in (env or {}).items())} {python} -m pytest "
+          f"(junit: {junit}; {installed(python)} distributions installed)", flush=True)
     cpu0 = machine_cpu()
     t0 = time.time()
-    print(f"[{tree}] {' '.join(f'{k}={v}' for k, v in (env or {}).items())} python -m pytest "
-          f"(junit: {junit})", flush=True)
     r = subprocess.run([python, "-m", "pytest", f"--junitxml={junit}"], cwd=tree,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        env={**os.environ, **(env or {})})
@@ -127,6 +137,8 @@ def main() -> int:
                     help="two finished runs' junit files: compare them without running anything")
     ap.add_argument("--peer-env", metavar="NAME=VALUE",
                     help="run this working tree with NAME=VALUE set as the peer, then as it is")
+    ap.add_argument("--peer-python", metavar="PYTHON",
+                    help="run this working tree with PYTHON (another venv's) as the peer, then with this one")
     ap.add_argument("--scratch", type=Path, help="where REV's clone goes (default: a temp dir); "
                     "a clone this bench made there before is reused")
     a = ap.parse_args()
@@ -143,8 +155,14 @@ def main() -> int:
         report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_run, head_run),
                (a.peer_env[:13], "as it is"))
         return 0
+    if a.peer_python:
+        ref_run = run_suite(ROOT, a.peer_python, scratch / "ref.xml")
+        head_run = run_suite(ROOT, sys.executable, scratch / "head.xml")
+        report(durations(scratch / "ref.xml"), durations(scratch / "head.xml"), (ref_run, head_run),
+               ("peer python", "this python"))
+        return 0
     if not a.against:
-        ap.error("give --against REV, --peer-env NAME=VALUE or --junit REF.xml HEAD.xml")
+        ap.error("give --against REV, --peer-env NAME=VALUE, --peer-python PYTHON or --junit REF.xml HEAD.xml")
     clone, python = prepare_clone(a.against, scratch)
     ref_run = run_suite(clone, python, scratch / "ref.xml")
     head_run = run_suite(ROOT, sys.executable, scratch / "head.xml")

@@ -47,6 +47,42 @@ def _pin_torch_cache_dir() -> None:
 _pin_torch_cache_dir()
 
 
+# The suite's runs install their generated envs into this interpreter's site-packages, each run
+# under its own package tags: some 70 packages a suite. Left there, every later suite (and every
+# env-side job that reads the installed distributions' metadata) would read thousands of them.
+# The session (xdist's controller, or the one process without it) removes those its own runs
+# installed when it ends; what was there before it started stays.
+SITE_PACKAGES = Path(__import__("sysconfig").get_paths()["purelib"])
+_INSTALLED_BEFORE = pytest.StashKey[set]()
+
+
+def _is_controller(config) -> bool:
+    return not hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session):
+    from driver.envs import install
+
+    if _is_controller(session.config):
+        session.config.stash[_INSTALLED_BEFORE] = install.driver_installs(SITE_PACKAGES)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    before = session.config.stash.get(_INSTALLED_BEFORE, None)
+    if _is_controller(session.config) and before is not None:
+        remove_installs_since(before, SITE_PACKAGES)
+
+
+def remove_installs_since(before: set[str], site: Path) -> list[str]:
+    """Remove from `site` the driver's installs that are not in `before`; their names."""
+    from driver.envs import install
+
+    new = sorted(install.driver_installs(site) - before)
+    for name in new:
+        install.remove_copies(site, name)
+    return new
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _double_row_cache(tmp_path_factory):
     global ROW_CACHE, ROW_SERVER, ROW_SERVER_SETTINGS

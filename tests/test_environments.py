@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 
-from conftest import driver
-from driver.envs.install import cleanup, count_rows, install_generated, install_scheme, purelib
+from conftest import driver, remove_installs_since
+from driver.envs.install import (INSTALLER, cleanup, count_rows, driver_installs, install_generated, install_scheme,
+                                 purelib)
 from driver.envs.introspect import introspect
 from driver.envs.packages import package_name, write_package
 from driver.errors import DriverError
@@ -131,6 +132,7 @@ def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_pat
     pb = write_package(tmp_path / "b", b, hub, _write(tmp_path / "b.jsonl", _rows(25, 100)))
     install_generated(PY, pb, 25)
     assert count_rows(PY, a) == 30 and count_rows(PY, b) == 25
+    assert {a, b} <= driver_installs(purelib(PY))   # marked as the driver's: the suite removes them
     # same package, new rows: the new count is what loads (no stale copy survives)
     pa = write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(45, 200)))
     assert install_generated(PY, pa, 45)["attempts"] == 1
@@ -143,6 +145,30 @@ def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_pat
     # uninstalling one leaves the other working
     cleanup(PY, a)
     assert count_rows(PY, a) is None and count_rows(PY, b) == 25
+    assert a not in driver_installs(purelib(PY)) and b in driver_installs(purelib(PY))
+
+
+def test_the_session_removes_only_the_driver_installs_it_added(tmp_path):
+    """conftest's session end: the generated envs this suite's runs installed go; the driver's
+    installs from before it and everything pip installed stay."""
+    site = tmp_path / "site-packages"
+
+    def put(name: str, installer: str) -> None:
+        info = site / f"{name}-0.1.0.dist-info"
+        info.mkdir(parents=True)
+        (info / "INSTALLER").write_text(f"{installer}\n")
+        (site / name).mkdir()
+        (site / name / "dataset.jsonl").write_text("{}\n")
+
+    put("old_iter_1_aaaaaa", INSTALLER)
+    put("verifiers", "pip")
+    before = driver_installs(site)
+    put("stock_arithmetic_t123abc_iter_1", INSTALLER)
+    put("requests", "uv")
+    assert remove_installs_since(before, site) == ["stock_arithmetic_t123abc_iter_1"]
+    assert sorted(p.name for p in site.iterdir()) == [
+        "old_iter_1_aaaaaa", "old_iter_1_aaaaaa-0.1.0.dist-info", "requests", "requests-0.1.0.dist-info",
+        "verifiers", "verifiers-0.1.0.dist-info"]
 
 
 def test_an_install_starts_no_pip_and_no_interpreter_but_the_row_count(tmp_path, hub, names, monkeypatch):

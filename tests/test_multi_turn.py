@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import ENVS, ROOT, cpu_user_env, driver, with_test_envs
 from tests_support import python_c
@@ -40,6 +39,7 @@ def test_envs_on_path():
 def one_thread():
     """The tiny models here run in this process: one thread (two contend with the suite's other
     worker for two cores, and a tiny model's steps then take ten times as long)."""
+    import torch  # here, not at the top: a worker that runs no test of this file never imports it
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -66,6 +66,7 @@ def student():
 
 @pytest.fixture(scope="module")
 def played(game, student):
+    import torch
     from embedded_trainer.rollouts import render_prompt, sample_and_score
 
     model, tok = student
@@ -100,6 +101,7 @@ def test_the_mask_and_the_log_probs_cover_the_models_own_tokens_only(played, stu
     """The masked tokens of an episode decode to its replies (each with its end token) and
     nothing else; the behaviour log-probs kept at sampling are the model's own on exactly those
     tokens (recomputed over the whole episode at the sampling temperature), 0 elsewhere."""
+    import torch
     from embedded_trainer import grpo
     from embedded_trainer.rollouts import render_prompt
 
@@ -122,6 +124,7 @@ def test_the_mask_and_the_log_probs_cover_the_models_own_tokens_only(played, stu
 def test_the_loss_has_no_gradient_on_the_envs_tokens(played):
     """The clipped surrogate over an episode: its gradient with respect to the log-probs is zero
     on every token the env wrote (and on padding), non-zero on the model's."""
+    import torch
     from embedded_trainer import grpo
 
     _, got = played

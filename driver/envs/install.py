@@ -21,6 +21,9 @@ from driver.errors import DriverError
 from generators.core import module_name
 
 BUILTIN_ENVS = {"stock_arithmetic", "model_router", "hidden_number"}
+# what install_package writes in a package's dist-info/INSTALLER: the driver's own installs, told
+# apart from pip's and uv's
+INSTALLER = "synthetic-self-improve-rl"
 
 
 def _unimportable(python: str, modules: list[str]) -> set[str]:
@@ -151,16 +154,28 @@ def cleanup(python: str, name: str) -> list[str]:
     """Remove every installed copy of `name` from site-packages: its module, its metadata, an
     editable install's path file, and any stale root-level copy of its data or module. Returns
     what was removed."""
-    sp = purelib(python)
+    return remove_copies(purelib(python), name, ("dataset.jsonl",))
+
+
+def remove_copies(site: Path, name: str, also: tuple[str, ...] = ()) -> list[str]:
+    """Remove generated package `name`'s entries (and the `also` patterns) from the site-packages
+    directory `site`; returns what was removed."""
     removed = []
-    for pattern in ["dataset.jsonl", *_copies(name)]:
-        for p in sp.glob(pattern):
+    for pattern in [*also, *_copies(name)]:
+        for p in site.glob(pattern):
             if p.is_dir() and not p.is_symlink():
                 shutil.rmtree(p)
             else:
                 p.unlink()
             removed.append(p.name)
     return removed
+
+
+def driver_installs(site: Path) -> set[str]:
+    """The packages in the site-packages directory `site` that install_package put there (their
+    INSTALLER says so), by name."""
+    return {d.name.split("-", 1)[0] for d in site.glob("*.dist-info")
+            if (d / "INSTALLER").is_file() and (d / "INSTALLER").read_text().strip() == INSTALLER}
 
 
 def stale_copies(python: str, name: str) -> list[str]:
@@ -216,7 +231,7 @@ def install_package(python: str, pkg_dir: Path) -> None:
                  "headers": scheme["include"], "scripts": scheme["scripts"], "data": scheme["data"]},
                 interpreter=python, script_kind="posix", bytecode_optimization_levels=())
             with WheelFile.open(wheel) as source:
-                install(source, dest, {"INSTALLER": b"synthetic-self-improve-rl\n"})
+                install(source, dest, {"INSTALLER": f"{INSTALLER}\n".encode()})
         except Exception as e:  # noqa: BLE001 - a broken pyproject, a full disk, a file already there
             raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 
