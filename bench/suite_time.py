@@ -58,11 +58,27 @@ def machine_cpu() -> float | None:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
+def site_packages(python: str) -> Path:
+    return Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+
+
 def installed(python: str) -> int:
     """How many distributions `python`'s site-packages holds (its *.dist-info entries)."""
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return len(list(Path(site).glob("*.dist-info")))
+    return len(list(site_packages(python).glob("*.dist-info")))
+
+
+def clear_driver_installs(python: str) -> int:
+    """Remove the packages the driver installed (driver/envs/install.py's INSTALLER mark) from
+    `python`'s site-packages; how many there were."""
+    sys.path.insert(0, str(ROOT))
+    from driver.envs import install
+
+    site = site_packages(python)
+    names = install.driver_installs(site)
+    for name in names:
+        install.remove_copies(site, name)
+    return len(names)
 
 
 def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> tuple[float, float | None]:
@@ -88,7 +104,11 @@ def prepare_clone(rev: str, scratch: Path) -> tuple[Path, str]:
     clone = scratch / f"ref-{rev}"
     python = str(clone / ".venv" / "bin" / "python")
     if (clone / ".venv" / "installed").exists():   # a clone an earlier call of this bench made
-        print(f"[{clone}] reusing the clone and its venv", flush=True)
+        # REV's suite may not remove the generated envs its runs installed: without them, the
+        # reused venv is as a fresh one is
+        left = clear_driver_installs(python)
+        print(f"[{clone}] reusing the clone and its venv ({left} generated envs of earlier runs "
+              "removed from it)", flush=True)
         return clone, python
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     subprocess.run(["git", "checkout", "-q", rev], cwd=clone, check=True)
@@ -140,7 +160,8 @@ def main() -> int:
     ap.add_argument("--peer-python", metavar="PYTHON",
                     help="run this working tree with PYTHON (another venv's) as the peer, then with this one")
     ap.add_argument("--scratch", type=Path, help="where REV's clone goes (default: a temp dir); "
-                    "a clone this bench made there before is reused")
+                    "a clone this bench made there before is reused, the generated envs its earlier "
+                    "runs installed removed from its venv")
     a = ap.parse_args()
     if a.junit:
         report(durations(a.junit[0]), durations(a.junit[1]), None, ("REF", "HEAD"))

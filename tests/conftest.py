@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,7 @@ _pin_torch_cache_dir()
 # env-side job that reads the installed distributions' metadata) would read thousands of them.
 # The session (xdist's controller, or the one process without it) removes those its own runs
 # installed when it ends; what was there before it started stays.
-SITE_PACKAGES = Path(__import__("sysconfig").get_paths()["purelib"])
+SITE_PACKAGES = Path(sysconfig.get_paths()["purelib"])
 _INSTALLED_BEFORE = pytest.StashKey[set]()
 
 

@@ -16,8 +16,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from conftest import FAST, driver, driver_env, run_dir_from, with_test_envs
 
 
@@ -190,9 +188,7 @@ def teacher_from_brief(brief_path: Path, env: dict) -> dict:
     return {"validate": validated, "iteration": b["iteration"]}
 
 
-# a whole run on a third-party env (75 s): the extended command; a teacher playing TEACHER.md's
-# words alone stays in the main suite (test_aux_rewards.py)
-@pytest.mark.extended
+# a whole run on a third-party env (about 7 s in-process)
 def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third_party_env(tmp_path, runs):
     env = _env(tmp_path)
     r = driver(["run", "--dataset", "digit_tally", "--teacher", "builtin", "--max-iters", "3",

@@ -10,8 +10,6 @@ import re
 import subprocess
 import sys
 
-import pytest
-
 from conftest import FAST, driver, driver_env, run_dir_from, with_test_envs
 from test_agent_path import cite, read_brief
 
@@ -132,7 +130,6 @@ def _teacher(brief_path, env) -> subprocess.CompletedProcess:
     return validated
 
 
-@pytest.mark.extended   # a whole run with a teacher stop: CI's extended command
 def test_a_hub_class_without_a_dataset_argument_runs_from_introspection_to_finalize(tmp_path, runs):
     env = driver_env(tmp_path)
     env["PYTHONPATH"] = with_test_envs(env)

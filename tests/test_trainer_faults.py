@@ -44,9 +44,8 @@ def test_a_hung_trainer_is_stopped_after_the_stall_timeout_and_retrained(tmp_pat
 
 @pytest.mark.parametrize("fault,needle", [
     ({"DOUBLE_SKIP_EVAL": "1"}, "the eval file has 0/400 rows"),
-    # two more shapes of a short eval file, in CI's extended command
-    pytest.param({"DOUBLE_EVAL_ROWS": "50"}, "the eval file has 100/400 rows", marks=pytest.mark.extended),
-    pytest.param({"DOUBLE_TORN_EVAL": "1"}, "line 400 is not JSON (partial write?)", marks=pytest.mark.extended),
+    ({"DOUBLE_EVAL_ROWS": "50"}, "the eval file has 100/400 rows"),
+    ({"DOUBLE_TORN_EVAL": "1"}, "line 400 is not JSON (partial write?)"),
     ({"DOUBLE_SKIP_CHECKPOINT": "1"}, "its final checkpoint is missing"),
 ])
 def test_bad_trainer_output_is_a_recorded_failure_and_resume_retrains(tmp_path, runs, fault, needle):
@@ -64,7 +63,6 @@ def test_a_full_disk_while_writing_stops_cleanly_and_keeps_every_file_valid(tmp_
     assert len(launches(tmp_path)) == 1                          # the training was not redone
 
 
-@pytest.mark.extended   # a whole run and its resume (~35 s): CI's extended command
 def test_a_torn_eval_of_an_iteration_sends_the_loop_back_to_train_it(tmp_path, runs):
     r = driver(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)],
                driver_env(tmp_path, DOUBLE_TORN_EVAL="iter_1"))
