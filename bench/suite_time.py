@@ -14,9 +14,9 @@ in the same hour says whether a change made the suite slower.
 
 --peer-env runs this working tree twice, first with the variable set (the peer), then as it is:
 a switch the suite reads (SUITE_TRAINER_PROCESSES=1: every launch of the trainer double a
-process tree, none in a thread; tests/conftest.py) measured against its default. --peer-python runs this working tree first with another venv's
-interpreter (the peer), then with this one: a venv that kept the generated envs of earlier suites
-against a fresh one. Each run says how many distributions its venv has installed when it starts.
+process tree, none in a thread; tests/conftest.py) measured against its default.
+--peer-python runs this working tree first with another venv's interpreter (the peer), then
+with this one: a venv that kept the generated envs of earlier suites against a fresh one. Each run says how many distributions its venv has installed when it starts.
 
 The working tree's run uses the interpreter this script runs under (its venv must already have
 the README's install); REV's clone gets a venv of its own under the scratch directory.
@@ -71,14 +71,9 @@ def installed(python: str) -> int:
 def clear_driver_installs(python: str) -> int:
     """Remove the packages the driver installed (driver/envs/install.py's INSTALLER mark) from
     `python`'s site-packages; how many there were."""
-    sys.path.insert(0, str(ROOT))
-    from driver.envs import install
+    from driver.envs import install   # the README's install puts the driver in this venv
 
-    site = site_packages(python)
-    names = install.driver_installs(site)
-    for name in names:
-        install.remove_copies(site, name)
-    return len(names)
+    return len(install.remove_driver_installs(site_packages(python)))
 
 
 def run_suite(tree: Path, python: str, junit: Path, env: dict | None = None) -> tuple[float, float | None]:

@@ -69,19 +69,11 @@ def pytest_sessionstart(session):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    before = session.config.stash.get(_INSTALLED_BEFORE, None)
-    if _is_controller(session.config) and before is not None:
-        remove_installs_since(before, SITE_PACKAGES)
-
-
-def remove_installs_since(before: set[str], site: Path) -> list[str]:
-    """Remove from `site` the driver's installs that are not in `before`; their names."""
     from driver.envs import install
 
-    new = sorted(install.driver_installs(site) - before)
-    for name in new:
-        install.remove_copies(site, name)
-    return new
+    before = session.config.stash.get(_INSTALLED_BEFORE, None)
+    if _is_controller(session.config) and before is not None:
+        install.remove_driver_installs(SITE_PACKAGES, keep=before)
 
 
 @pytest.fixture(scope="session", autouse=True)

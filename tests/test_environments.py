@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from conftest import driver, remove_installs_since
+from conftest import driver
 from driver.envs.install import (INSTALLER, cleanup, count_rows, driver_installs, install_generated, install_scheme,
-                                 purelib)
+                                 purelib, remove_driver_installs)
 from driver.envs.introspect import introspect
 from driver.envs.packages import package_name, write_package
 from driver.errors import DriverError
@@ -149,8 +149,9 @@ def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_pat
 
 
 def test_the_session_removes_only_the_driver_installs_it_added(tmp_path):
-    """conftest's session end: the generated envs this suite's runs installed go; the driver's
-    installs from before it and everything pip installed stay."""
+    """conftest's session end (install.remove_driver_installs, keeping what was there at its
+    start): the generated envs this suite's runs installed go; the driver's installs from before
+    it and everything pip or uv installed stay."""
     site = tmp_path / "site-packages"
 
     def put(name: str, installer: str) -> None:
@@ -165,7 +166,7 @@ def test_the_session_removes_only_the_driver_installs_it_added(tmp_path):
     before = driver_installs(site)
     put("stock_arithmetic_t123abc_iter_1", INSTALLER)
     put("requests", "uv")
-    assert remove_installs_since(before, site) == ["stock_arithmetic_t123abc_iter_1"]
+    assert remove_driver_installs(site, keep=before) == ["stock_arithmetic_t123abc_iter_1"]
     assert sorted(p.name for p in site.iterdir()) == [
         "old_iter_1_aaaaaa", "old_iter_1_aaaaaa-0.1.0.dist-info", "requests", "requests-0.1.0.dist-info",
         "verifiers", "verifiers-0.1.0.dist-info"]

@@ -178,6 +178,15 @@ def driver_installs(site: Path) -> set[str]:
             if (d / "INSTALLER").is_file() and (d / "INSTALLER").read_text().strip() == INSTALLER}
 
 
+def remove_driver_installs(site: Path, keep: frozenset[str] | set[str] = frozenset()) -> list[str]:
+    """Remove from `site` every package install_package put there but those named in `keep`;
+    their names."""
+    gone = sorted(driver_installs(site) - keep)
+    for name in gone:
+        remove_copies(site, name)
+    return gone
+
+
 def stale_copies(python: str, name: str) -> list[str]:
     """Copies of `name` that `python` may load instead of the installed package: entries of its
     site-packages named after `name` that the installed distribution's RECORD does not own, and
