@@ -36,8 +36,15 @@ SOURCES: dict[str, str] = {
         "src/prime_rl/orchestrator/types.py:27-30 (Progress.step starts at 1, trainer-aligned); "
         f"{_ORCH}:321 (a resume continues at F + 1), :591-592 (an arriving train episode is "
         "logged under the step still collecting), :690 (step += 1 after a batch ships)",
-    "episodes arriving after the last batch ships spill into step_{M+1}, never trained":
-        f"{_ORCH}:690,761-776 (the final ship moves the step to M + 1; draining starts after)",
+    "episodes arriving after the last batch ships may spill into step_{M+1}, never trained":
+        f"{_ORCH}:690,761-776 (the final ship moves the step to M + 1; draining starts after "
+        "and cancels in-flight train episodes, :771-773: run against prime-rl's own orchestrator "
+        "no spill appeared, so whether one does is timing)",
+    "an in-run eval fires at step M+1 (policy vM) only when M+1 is a multiple of its interval":
+        f"{_ORCH}:690,759 (maybe_trigger_eval after the final ship), "
+        "src/prime_rl/orchestrator/eval_source.py:54 (step % interval == 0), "
+        f"{_ORCH}:768-776 (draining lets a triggered eval finish): the driver leaves in-run evals "
+        "off and measures every arm's final weights by `evals` whatever the interval",
     "`all` holds every arriving episode, errored ones included":
         f"{_ORCH}:584-592; src/prime_rl/monitors/file.py:43-55",
     "zero-advantage samples are filtered by default": f"{_CFG}/orchestrator.py:270",
@@ -55,6 +62,11 @@ SOURCES: dict[str, str] = {
     "online evals write their episodes under the policy's step": f"{_EVALS}:354-384",
     "a standalone inference server takes filesystem weight updates":
         f"{_CFG}/inference.py:216-218,458; src/prime_rl/inference/vllm/server.py:83-86,233",
+    "a standalone `inference` puts a router on server.port and the engine on server.port + 100":
+        f"{_CFG}/inference.py:440-444,511-515; src/prime_rl/entrypoints/inference.py:155-179,204-208",
+    "admin calls (pause, update_weights, resume) must reach the engine, not the router":
+        f"{_CFG}/rl.py:816-824 and {_CFG}/sft.py:483-486 (both launchers set client.admin_base_url "
+        f"to the engine port); {_CFG}/shared.py:178-179; docs/inference.md:62",
     "the served model's name picks its tool-call and reasoning parsers":
         f"{_CFG}/inference.py:163-175",
     "train-source names must match the checkpoint's, as a set":
@@ -71,6 +83,16 @@ RUN_NAME = "run"
 SUBSET = "all"
 # consecutive empty train batches before the orchestrator aborts the run
 MAX_CONSECUTIVE_EMPTY_BATCHES = 10
+# where a standalone `inference --server.port P` serves its engine, behind the router on P
+# (SOURCES above): the final-weights eval sends its admin calls there, as rl's launcher does
+ENGINE_PORT_OFFSET = 100
+
+
+def engine_admin_url(server_port: int, host: str = "localhost") -> str:
+    """The admin base URL of the engine behind a standalone server's router on `server_port`."""
+    return f"http://{host}:{server_port + ENGINE_PORT_OFFSET}/v1"
+
+
 # what the final eval measures (the summary says so beside each number)
 FINAL_EVAL_MEASURES = ("the arm's final weights v(max_steps) alone: prime-rl's `evals` in online "
                        "mode loads the last broadcast into the base model's server")

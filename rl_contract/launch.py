@@ -98,13 +98,46 @@ def visible_gpus(env: dict | None = None) -> int | None:
 
 
 def server_ports(cfg: dict, generation: str) -> list[int]:
-    """The ports a launch's inference server takes (none without [inference])."""
+    """The ports a launch's inference server takes (none without [inference]). Current: the
+    router's on server.port and the engine's on backend_port, which follows server.port + 100
+    unless set (configs/inference.py:440-444,511-515@559b447), and is unused without a router."""
     if "inference" not in cfg:
         return []
-    ports = [int(_get(cfg, "inference.server.port", DEFAULT_SERVER_PORT))]
-    if generation == "current":
-        ports.append(int(_get(cfg, "inference.backend_port", DEFAULT_BACKEND_PORT)))
+    port = int(_get(cfg, "inference.server.port", DEFAULT_SERVER_PORT))
+    ports = [port]
+    if generation == "current" and _get(cfg, "inference.router", {}) is not None:
+        ports.append(int(_get(cfg, "inference.backend_port", port + DEFAULT_BACKEND_PORT - DEFAULT_SERVER_PORT)))
     return ports
+
+
+# where the orchestrator's model client points, and the default it keeps when unset
+CLIENT_URL = {"current": ("orchestrator.model.client.base_url", "http://localhost:8000/v1"),
+              "classic": ("orchestrator.student.client.base_url", ["http://localhost:8000/v1"])}
+
+
+def client_port_mismatch(cfg: dict, generation: str) -> str | None:
+    """What `rl` refuses before it starts anything: with [inference], an orchestrator client
+    whose port is not the server's (src/prime_rl/entrypoints/rl.py:163-173@559b447,
+    :127-139@09e2977; an elastic classic pool is exempt). The message is prime-rl's, with the key
+    to set; None when they agree."""
+    from urllib.parse import urlparse
+
+    if "inference" not in cfg:
+        return None
+    key, default = CLIENT_URL[generation]
+    if generation == "classic" and _get(cfg, "orchestrator.student.client.elastic") is not None:
+        return None
+    url = _get(cfg, key, default)
+    url = url[0] if isinstance(url, list) and url else url
+    if not isinstance(url, str):
+        return None
+    port = int(_get(cfg, "inference.server.port", DEFAULT_SERVER_PORT))
+    if urlparse(url).port == port:
+        return None
+    return (f"{key} port ({urlparse(url).port}) does not match inference.server.port ({port}): prime-rl's "
+            f"`rl` refuses to start. Set {key} to "
+            + (f'["http://localhost:{port}/v1"]' if generation == "classic" else f'"http://localhost:{port}/v1"')
+            + " (or leave inference.server.port at its default).")
 
 
 def wandb_enabled(cfg: dict) -> bool:

@@ -417,8 +417,12 @@ def test_ci_runs_the_readmes_test_commands_and_leaves_the_long_tier_out():
     assert commands[:3] == [commands[0], "python -m pytest -m extended", "python -m pytest -m long"]
     assert commands[0].endswith("&& python -m pytest") and commands[0] in ci
     assert commands[1] in ci and not any("-m long" in line for line in ci)
+    # prime-rl's own code: its environments built, then its tests, as the README says
+    build, real = commands[3].split(" && ")
+    assert real == "python -m pytest -m prime_rl_real" and build in ci and real in ci
+    assert ci.index(build) < ci.index(real)
     addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
-    assert addopts.endswith("-m 'not extended and not long'")
+    assert addopts.endswith("-m 'not extended and not long and not prime_rl_real'")
 
 
 def test_the_iteration_phase_does_not_branch_on_a_trainer_kind():

@@ -263,3 +263,40 @@ def test_errored_eval_episodes_are_counted_apart_never_as_wrong_answers(tmp_path
     s = evaluation.aggregate(path, view=d.eval_view)
     assert (s["n_eval"], s["n_errored"], s["eval_acc"]) == (7, 3, 1.0)
     assert len(s["correct_by_example"]) == 7      # the paired tests see scored examples only
+
+
+@pytest.mark.parametrize("dialect", ["classic", "current"])
+def test_a_client_port_other_than_the_servers_is_refused_before_a_run_directory(tmp_path, runs, dialect):
+    """prime-rl's `rl` refuses to start when the orchestrator's client port is not the inference
+    server's (entrypoints/rl.py:163-173@559b447, :127-139@09e2977; seen against the real launcher
+    in test_prime_rl_real_driver_*): a canonical config that moves the server alone is refused
+    before anything is created, naming the key to set."""
+    from rl_contract import launch
+
+    key = launch.CLIENT_URL[dialect][0]
+    base = tmp_path / "rl.toml"
+    train = ('[[orchestrator.train.env]]\nid = "stock_arithmetic"\n' if dialect == "classic" else
+             '[run]\nname = "run"\n[weight_broadcast]\ntype = "filesystem"\n[orchestrator.renderer]\nname = "default"\n'
+             '[[orchestrator.train.source]]\nname = "train"\nenv = { taskset = { id = "stock-arithmetic" }, '
+             'agent = { harness = { id = "null" }, runtime = { type = "subprocess" } } }\n')
+    base.write_text(f"max_steps = 3\n[model]\nname = \"Qwen/Qwen3-0.6B\"\n[trainer]\n[inference.server]\nport = 18123\n{train}")
+    env = current_env(tmp_path) if dialect == "current" else driver_env(tmp_path)
+    r = driver(["run", "--dry-run", "--runs-dir", str(runs), "--base-config", str(base), *FAST], env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{key} port (8000) does not match inference.server.port (18123)" in r.stderr
+    assert not list(runs.iterdir())
+    # the same config with the client moved too composes
+    sep = "student" if dialect == "classic" else "model"
+    url = '["http://127.0.0.1:18123/v1"]' if dialect == "classic" else '"http://127.0.0.1:18123/v1"'
+    base.write_text(base.read_text() + f"[orchestrator.{sep}.client]\nbase_url = {url}\n")
+    assert launch.client_port_mismatch(tomllib.loads(base.read_text()), dialect) is None
+
+
+def test_the_engine_port_follows_the_server_port_unless_set():
+    """configs/inference.py:511-515@559b447: the engine behind the router listens on
+    server.port + 100 unless backend_port is set; without a router there is no engine port."""
+    from rl_contract import launch
+
+    assert launch.server_ports({"inference": {"server": {"port": 18600}}}, "current") == [18600, 18700]
+    assert launch.server_ports({"inference": {"backend_port": 9001}}, "current") == [8000, 9001]
+    assert launch.server_ports({"inference": {"server": {"port": 18600}}}, "classic") == [18600]

@@ -15,6 +15,7 @@ from driver.dialects.base import parse_rendered, resume_step_value, wandb_projec
 from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs, batch_problem
+from rl_contract import launch
 from rl_contract.classic import ClassicLayout
 
 # the eval env name that marks selection-split rows in an eval file (evaluation.py splits on it)
@@ -194,6 +195,8 @@ class ClassicDialect(ClassicLayout):
         if complete and not orch.get("train", {}).get("env"):
             raise UsageError("train env missing: prime-rl would silently train on its default "
                              "env (reverse-text)")
+        if complete and (mismatch := launch.client_port_mismatch(cfg, "classic")):
+            raise UsageError(mismatch)
         if "eval" in orch and not orch["eval"].get("env"):
             raise UsageError("eval env missing: prime-rl would silently fall back to its default env")
         return cfg

@@ -8,7 +8,8 @@ a fixed `run.name`; the filesystem weight broadcast, so every arm leaves loadabl
 
 Every single-source arm names its train source TRAIN_SOURCE: prime-rl refuses a resume whose
 train-source names differ from the checkpoint's, while the taskset behind a name may change.
-The run never evaluates its final weights, so an arm's measurement is a separate launch of
+The run evaluates its final weights only where M+1 falls on an eval interval
+(rl_contract.current SOURCES), so an arm's measurement is a separate launch of
 prime-rl's `evals` in online mode, which loads the final broadcast into the served base model
 (render_final_eval, rl_contract/final_eval.py); in-run evals are left off.
 """
@@ -26,7 +27,8 @@ from driver.dialects.classic import SELECTION_ENV, check_batch
 from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs
-from rl_contract.current import RUN_NAME, CurrentLayout, eval_view
+from rl_contract import launch
+from rl_contract.current import RUN_NAME, CurrentLayout, engine_admin_url, eval_view
 
 TRAIN_SOURCE = "train"
 HUB_SOURCE = "hub-train"      # run B's second source: the hub taskset itself
@@ -174,7 +176,10 @@ class CurrentDialect(CurrentLayout):
         cfg: dict = {"model": knobs.model, "output_dir": str(output_dir),
                      "online": {"broadcasts_dir": str(broadcasts), "max_steps": step, "resume_step": step},
                      "eval": {"retrigger_on_resume": True,
-                              "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1"}}}
+                              # data through the router, admin calls (pause, update_weights,
+                              # resume) to the engine behind it, as rl's own launcher wires them
+                              "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1",
+                                         "admin_base_url": [engine_admin_url(EVAL_SERVER_PORT)]}}}
         # an evals config holds the eval keys at its top level ([eval], not [orchestrator.eval])
         knob_keys.apply(cfg, KNOB_KEYS, knobs, "eval", prefix="orchestrator.")
         cfg["eval"]["source"] = self.eval_env_blocks(hub, knobs)
@@ -248,6 +253,8 @@ class CurrentDialect(CurrentLayout):
             raise UsageError("[weight_broadcast] type must be \"filesystem\": NCCL (the default with "
                              "[inference]) writes no loadable weights, so the final weights could not be evaluated")
         if complete:
+            if mismatch := launch.client_port_mismatch(cfg, "current"):
+                raise UsageError(mismatch)
             if "trainer" not in cfg:
                 raise UsageError("no [trainer] table: prime-rl (current) rejects the config "
                                  "(--trainer Field required)")

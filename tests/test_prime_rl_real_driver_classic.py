@@ -1,0 +1,75 @@
+"""`driver run --backend prime_rl` on prime-rl's classic generation (09e2977), its own `rl`
+launcher, orchestrator and env servers running the hub env (StockArithmetic-v1's classic form,
+verifiers 58b119f): iter_0, two iterations each with its gradient probe, and the three controls.
+Only the vLLM engine and the trainer are stood in (tests/prime_rl_real/driver_run.py says what
+the user's side holds)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "prime_rl_real"))
+
+import driver_run  # noqa: E402
+from conftest import driver, run_dir_from  # noqa: E402
+
+pytestmark = pytest.mark.prime_rl_real
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("real_classic")
+    s = driver_run.setup(tmp, "classic")
+    env = driver_run.shell(s)
+    try:
+        r = driver(["run", "--backend", "prime_rl", "--model", str(s.model), "--base-config", str(s.base_config),
+                    "--runs-dir", str(tmp / "runs"), *driver_run.args("classic")], env, processes=True)
+    finally:
+        driver_run.remove_driver_installs(s)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
+    return s, run_dir_from(r.stdout), r
+
+
+def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(run):
+    """Every arm trained by prime-rl's classic launcher ("RL training finished!") and measured
+    from the eval rows its orchestrator wrote: metrics.json holds iter_0, two iterations and the
+    three controls."""
+    s, run_dir, r = run
+    state = json.loads((run_dir / "run.json").read_text())
+    assert (state["dialect"], state["prime_rl_version"]) == ("classic", "0.5.1.dev209")
+    assert state["status"] in ("completed", "max_iters_reached"), state["status"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [m["name"] for m in metrics["iters"]][:3] == ["iter_0", "iter_1", "iter_2"]
+    assert len(metrics["controls"]) == 3
+    for m in metrics["iters"] + metrics["controls"]:
+        assert m["eval"]["n"] > 0 and 0.0 <= m["eval"]["accuracy"] <= 1.0, m
+    for arm in driver_run.ARMS:
+        assert "RL training finished!" in (run_dir / arm / "train.log").read_text(errors="replace"), arm
+
+
+def test_every_fork_resumes_iter0s_checkpoint_in_prime_rl(run):
+    """An iteration and runs A and C start from iter_0's step-2 checkpoint: prime-rl's launcher
+    resolved the resume, its orchestrator skipped the online eval on resume, trained steps 2 and
+    3 (0-indexed, max_steps absolute) and wrote the final eval alone in step_4."""
+    s, run_dir, r = run
+    for arm in ("iter_1", "iter_2", "run_a_best_from_iter0", "run_c_untargeted_from_iter0"):
+        out = run_dir / arm / "prime_out"
+        logs = "\n".join(p.read_text(errors="replace") for p in out.rglob("orchestrator*.log"))
+        assert "Resuming training from checkpoint step 2" in logs, arm
+        rollouts = out / "run_default" / "rollouts"
+        trained = sorted(int(p.parent.name.split("_")[1]) for p in rollouts.glob("step_*/train_rollouts.jsonl"))
+        assert trained == [2, 3], (arm, trained)
+        assert [p.name for p in (rollouts / "step_4").iterdir()] == ["eval_rollouts.jsonl"], arm
+
+
+def test_the_probe_is_one_step_of_prime_rl_with_the_filter_off(run):
+    """Each iteration's gradient probe was a one-step `rl` launch from iter_0's checkpoint with
+    prime-rl's zero-advantage filter off, so its rows exist even where every group is flat."""
+    s, run_dir, r = run
+    for it in ("iter_1", "iter_2"):
+        assert (run_dir / it / "probe_rollouts.jsonl").stat().st_size > 0
+        orch = (run_dir / it / "probe" / "prime_out" / "configs" / "orchestrator.toml").read_text()
+        assert "zero_advantage" in orch or "filters" in orch, orch[:400]

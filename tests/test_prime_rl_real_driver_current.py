@@ -1,0 +1,100 @@
+"""`driver run --backend prime_rl` on prime-rl's current generation (559b447), its own `rl`
+launcher, orchestrator, env servers, verifiers' null harness and `evals` running: iter_0, two
+iterations each with its gradient probe, and the three controls, every arm's final weights
+measured by a launch of prime-rl's `evals`. Only the vLLM engine and the trainer are stood in
+(tests/prime_rl_real/driver_run.py says what the user's side holds).
+
+The stand-in's router does not forward admin calls (PRL_STANDIN_ROUTER=data-only): whether the
+pinned vllm-router forwards /pause, /update_weights and /resume is not settled by prime-rl's
+source, and prime-rl's own launchers never rely on it (configs/rl.py:816-824@559b447). A run
+passes only where every launch sends them to the engine, as rl's launcher does."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "prime_rl_real"))
+
+import driver_run  # noqa: E402
+from conftest import driver, run_dir_from  # noqa: E402
+
+pytestmark = pytest.mark.prime_rl_real
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("real_current")
+    s = driver_run.setup(tmp, "current")
+    env = driver_run.shell(s, PRL_STANDIN_ROUTER="data-only")
+    try:
+        r = driver(["run", "--backend", "prime_rl", "--model", str(s.model), "--base-config", str(s.base_config),
+                    "--runs-dir", str(tmp / "runs"), *driver_run.args("current")], env, processes=True)
+    finally:
+        driver_run.remove_driver_installs(s)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
+    return s, run_dir_from(r.stdout), r
+
+
+def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(run):
+    """Every arm trained by prime-rl's launcher and measured: metrics.json holds iter_0, two
+    iterations and the three controls, each with its eval rows, and the run finished at its
+    iteration cap."""
+    s, run_dir, r = run
+    state = json.loads((run_dir / "run.json").read_text())
+    assert (state["dialect"], state["prime_rl_version"]) == ("current", "0.8.1.dev67")
+    assert state["status"] in ("completed", "max_iters_reached"), state["status"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    names = [m["name"] for m in metrics["iters"]] + [m["name"] for m in metrics["controls"]]
+    for arm in ("iter_0", "iter_1", "iter_2"):
+        assert arm in names
+    assert sum(1 for m in metrics["controls"]) == 3
+    for m in metrics["iters"] + metrics["controls"]:
+        assert m["eval"]["n"] > 0 and 0.0 <= m["eval"]["accuracy"] <= 1.0, m
+    # prime-rl's own launcher ran each arm to its end, and its own `evals` measured it
+    for arm in driver_run.ARMS:
+        log = (run_dir / arm / "train.log").read_text(errors="replace")
+        assert "Orchestrator finished." in log and "Training finished!" in log, arm
+        assert "Evals finished!" in (run_dir / arm / "final_eval.log").read_text(errors="replace"), arm
+
+
+def test_every_fork_resumes_iter0s_checkpoint_in_prime_rl(run):
+    """An iteration and runs A and C fork iter_0's last checkpoint: prime-rl's orchestrator
+    resumed from step F and shipped steps F+1 .. F+steps only (max_steps absolute)."""
+    s, run_dir, r = run
+    for arm in ("iter_1", "iter_2", "run_a_best_from_iter0", "run_c_untargeted_from_iter0"):
+        logs = "\n".join(p.read_text(errors="replace")
+                         for p in (run_dir / arm / "prime_out" / "run" / "logs").rglob("orchestrator.log"))
+        assert "Resuming" in logs and "step 2" in logs, arm
+        steps = sorted(int(p.name.split("_")[1])
+                       for p in (run_dir / arm / "prime_out" / "run" / "rollouts").glob("step_*"))
+        assert steps and steps[0] == 3 and max(steps) >= 4, (arm, steps)
+
+
+def test_the_final_weights_evals_send_admin_calls_to_the_engine(run):
+    """Every `evals` launch loaded its arm's final broadcast through the engine port (the
+    router port refuses admin calls here): one /update_weights per arm naming that arm's
+    broadcast, none on the router port."""
+    s, run_dir, r = run
+    reqs = driver_run.requests(s)
+    updates = [q for q in reqs if q.get("path") == "/update_weights"]
+    assert updates and all(q["role"] == "backend" for q in updates), updates[:3]
+    loaded = {str(q.get("weight_dir") or (q.get("body") or {}).get("weight_dir")) for q in updates}
+    for arm in driver_run.ARMS:
+        assert any(f"/{arm}/prime_out/run/broadcasts/" in w for w in loaded), (arm, sorted(loaded)[:6])
+    refused = [q for q in reqs if q.get("role") == "server" and q.get("status") == 404]
+    assert not refused, refused[:3]
+
+
+def test_the_probe_is_one_step_of_prime_rl_with_the_filter_off(run):
+    """Each iteration's gradient probe was a one-step `rl` launch from iter_0's checkpoint whose
+    composed config turned prime-rl's zero-advantage filter off; the probe's rows are the ones
+    prime-rl wrote for that step."""
+    s, run_dir, r = run
+    for it in ("iter_1", "iter_2"):
+        probe = run_dir / it / "probe"
+        composed = json.loads((probe / "prime_out" / "run" / "configs" / "orchestrator.json").read_text())
+        assert composed["train"]["filter_zero_advantages"] is False
+        assert (run_dir / it / "probe_rollouts.jsonl").stat().st_size > 0
