@@ -90,6 +90,19 @@ def constant(env_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def unfiltered(env_dir, tmp_path_factory):
+    """Flat groups under the gradient probe's overlay (rl_contract.classic.PROBE_FILTERS,
+    composed as the driver composes it: a second `@` file)."""
+    import tomli_w
+
+    tmp = tmp_path_factory.mktemp("classic_unfiltered")
+    overlay = tmp / "probe_overlay.toml"
+    overlay.write_text(tomli_w.dumps(classic.PROBE_FILTERS))
+    return sc.run_rl(tmp, max_steps=1, env_dir=env_dir, timeout=300, policy="constant",
+                     extra_args=["@", str(overlay)])
+
+
+@pytest.fixture(scope="module")
 def trainer_fails(env_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("classic_trainer_fails")
     return sc.run_rl(tmp, max_steps=3, env_dir=env_dir, timeout=300, env_extra={"PRL_TRAINER_FAIL_AT_STEP": "1"})
@@ -237,6 +250,19 @@ def test_zero_advantage_aborts_and_writes_evicted(constant):
     assert not (constant.out / "standin_trainer.jsonl").exists()
     # the launcher terminated the trainer (stand-in blocked on batch 0) and the inference server
     assert constant.session_left == [] and sc.survivors(str(constant.out), f"--port {constant.port}") == []
+
+
+def test_the_probes_filter_overlay_ships_flat_groups_instead_of_aborting(unfiltered):
+    """Fact: with the probe's overlay (the default filters with zero_advantage not enforced:
+    configs/orchestrator.py:505-509,583@09e2977) the all-equal rewards that evict a run above
+    ship their batch: prime-rl says it only monitors the filter, writes no evicted.txt, and the
+    trainer gets step 0's batch with every advantage zero."""
+    _ok(unfiltered)
+    text = unfiltered.logs_text()
+    assert "Monitoring zero_advantage filter (type=zero_advantage, enforce=False" in text
+    assert not LAYOUT.evicted_file(unfiltered.out).exists()
+    recs = [json.loads(l) for l in (unfiltered.out / "standin_trainer.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in recs] == [0] and recs[0]["nonzero_advantages"] == 0, recs
 
 
 # --- (d) trainer failure ---------------------------------------------------------------------

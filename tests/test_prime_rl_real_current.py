@@ -91,6 +91,18 @@ def aborted(prl_env, tmp_path_factory) -> sc.Result:
 
 
 @pytest.fixture(scope="module")
+def unfiltered(prl_env, tmp_path_factory) -> sc.Result:
+    """The same flat groups under the gradient probe's overlay (rl_contract.current.PROBE_FILTERS,
+    composed as the driver composes it: a second `@` file)."""
+    import tomli_w
+
+    tmp = tmp_path_factory.mktemp("unfiltered")
+    overlay = tmp / "probe_overlay.toml"
+    overlay.write_text(tomli_w.dumps(current.PROBE_FILTERS))
+    return sc.run_rl(tmp, max_steps=1, policy="constant", timeout=300, extra_args=["@", str(overlay)])
+
+
+@pytest.fixture(scope="module")
 def trainer_failed(prl_env, tmp_path_factory) -> sc.Result:
     return sc.run_rl(tmp_path_factory.mktemp("trainer_failed"), max_steps=MAX, timeout=240,
                      extra_env={"PRL_TRAINER_FAIL_AT_STEP": "2"})
@@ -245,6 +257,19 @@ def test_zero_advantage_abort(aborted):
     assert res.trainer_records() == []
     reason = LAYOUT.abort_reason(res.out, 0, MAX, BATCH // GROUP)
     assert reason is not None and "consecutive empty train batches at step 1" in reason, reason
+
+
+def test_the_probes_filter_overlay_ships_flat_groups_instead_of_aborting(unfiltered):
+    """Fact: with the probe's overlay (orchestrator.train.filter_zero_advantages = false,
+    configs/orchestrator.py:270@559b447) the same all-equal rewards that abort a run above ship
+    their batch: the launch ends 0, step 1's batch reaches the trainer with every advantage
+    zero, and its episodes are the rows the probe reads."""
+    res = unfiltered
+    assert res.rc == 0 and not res.timed_out, _explain(res)
+    assert "consecutive empty train batches" not in res.log
+    recs = res.trainer_records()
+    assert [r["step"] for r in recs] == [1] and recs[0]["nonzero_advantages"] == 0, recs
+    assert len(list(LAYOUT.train_rows(res.out, 1))) >= BATCH
 
 
 # ---------------------------------------------------------------- (d) trainer failure teardown

@@ -47,12 +47,13 @@ def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(ru
     assert (state["dialect"], state["prime_rl_version"]) == ("current", "0.8.1.dev67")
     assert state["status"] in ("completed", "max_iters_reached"), state["status"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    names = [m["name"] for m in metrics["iters"]] + [m["name"] for m in metrics["controls"]]
-    for arm in ("iter_0", "iter_1", "iter_2"):
-        assert arm in names
-    assert sum(1 for m in metrics["controls"]) == 3
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
+    assert [m["run"] for m in metrics["controls"]] == ["run_a", "run_b", "run_c"]
     for m in metrics["iters"] + metrics["controls"]:
-        assert m["eval"]["n"] > 0 and 0.0 <= m["eval"]["accuracy"] <= 1.0, m
+        # every arm measured: scored rows (an errored episode is counted apart), an accuracy inside
+        # (0, 1) as the stand-in's half-right answers make it
+        assert m["n_eval"] > 0 and m["n_errored"] < m["n_eval"] and 0.0 < m["eval_acc"] < 1.0, m
+        assert m["n_selection"] > 0, m
     # prime-rl's own launcher ran each arm to its end, and its own `evals` measured it
     for arm in driver_run.ARMS:
         log = (run_dir / arm / "train.log").read_text(errors="replace")
@@ -89,12 +90,42 @@ def test_the_final_weights_evals_send_admin_calls_to_the_engine(run):
 
 
 def test_the_probe_is_one_step_of_prime_rl_with_the_filter_off(run):
-    """Each iteration's gradient probe was a one-step `rl` launch from iter_0's checkpoint whose
-    composed config turned prime-rl's zero-advantage filter off; the probe's rows are the ones
-    prime-rl wrote for that step."""
+    """Each iteration's gradient probe was a one-step `rl` launch from iter_0's checkpoint with
+    prime-rl's zero-advantage filter off (its overlay composed after the arm's files; what the
+    overlay does to flat groups in prime-rl's orchestrator: test_prime_rl_real_current), which
+    prime-rl ran to its end; the probe read the rows it wrote."""
     s, run_dir, r = run
     for it in ("iter_1", "iter_2"):
         probe = run_dir / it / "probe"
-        composed = json.loads((probe / "prime_out" / "run" / "configs" / "orchestrator.json").read_text())
-        assert composed["train"]["filter_zero_advantages"] is False
+        assert "filter_zero_advantages = false" in (probe / "probe_overlay.toml").read_text()
+        log = (probe / "train.log").read_text(errors="replace")
+        assert "Resuming" in log and "Orchestrator finished." in log, log[-2000:]
         assert (run_dir / it / "probe_rollouts.jsonl").stat().st_size > 0
+
+
+def test_without_the_engine_admin_url_evals_fails_behind_a_router_that_keeps_admin_calls(run, tmp_path):
+    """The router question, answered as prime-rl's own launcher answers it: iter_0's rendered
+    `evals` config with its admin_base_url taken out sends /pause and /update_weights to the
+    router port, which (here) keeps them: prime-rl's `evals` then fails to load the arm's
+    weights. With the engine's admin URL, as rendered, the same launch measured iter_0 above."""
+    import subprocess
+    import tomllib
+
+    import tomli_w
+
+    s, run_dir, r = run
+    cfg = tomllib.loads((run_dir / "iter_0" / "evals.toml").read_text())
+    assert cfg["eval"]["client"]["admin_base_url"] == ["http://localhost:8100/v1"]
+    del cfg["eval"]["client"]["admin_base_url"]
+    bare = tmp_path / "evals.toml"
+    bare.write_text(tomli_w.dumps(cfg))
+    log = tmp_path / "standin.jsonl"
+    env = driver_run.shell(s, PRL_STANDIN_ROUTER="data-only", PRL_STANDIN_LOG=str(log))
+    p = subprocess.run([sys.executable, "-m", "rl_contract.final_eval", "--prime-rl-dir", str(s.checkout),
+                        "@", str(bare), "--output-dir", str(tmp_path / "out")],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=str(driver_run.ROOT))
+    assert p.returncode != 0, p.stdout[-2000:]
+    refused = [json.loads(line) for line in log.read_text().splitlines()
+               if json.loads(line).get("status") == 404]
+    assert refused and {q["path"] for q in refused} <= {"/pause", "/update_weights", "/resume", "/metrics"}, refused
+    assert all(q["role"] == "server" for q in refused)

@@ -81,6 +81,9 @@ GENERATIONS = {
                "flash-linear-attention==0.5.2", "fla-core==0.5.2", "nvidia-ml-py"),
         # its metadata requires nixl[cu12]; the orchestrator only imports it
         extra_no_deps=("modelexpress==0.3.0",),
+        # uv: verifiers' null harness prepares each episode's program with `uv sync --script`
+        # (verifiers/v1/runtimes/base.py:237-283@a60a606); tests/prime_rl_real/bin/uv hands it on
+        also=("prometheus-client", "psutil", "uv"),
         stubs=("vllm", "torchtitan", "ring_flash_attn"),
         pth_modules=("prl_import_stubs",)),
     "classic": Generation(

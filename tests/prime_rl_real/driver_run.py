@@ -75,8 +75,10 @@ def free_port_block(width: int) -> int:
 
 def install_hub_env(python: Path) -> None:
     """The hub env in the checkout's environment, as `uv pip install -e` would put it there."""
-    probe = subprocess.run([str(python), "-c", "import stock_arithmetic"], capture_output=True)
-    if probe.returncode != 0:
+    probe = subprocess.run([str(python), "-c", "import stock_arithmetic; print(stock_arithmetic.__file__)"],
+                           capture_output=True, text=True)
+    # installed, and from this tree (an environment built by another clone points at that one)
+    if probe.returncode != 0 or not probe.stdout.strip().startswith(str(STOCK)):
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "-e", str(STOCK)],
                        check=True, capture_output=True, timeout=300)
 
