@@ -45,6 +45,10 @@ SOURCES: dict[str, str] = {
         "src/prime_rl/orchestrator/eval_source.py:54 (step % interval == 0), "
         f"{_ORCH}:768-776 (draining lets a triggered eval finish): the driver leaves in-run evals "
         "off and measures every arm's final weights by `evals` whatever the interval",
+    "batch equivalents of groups with no trainable survivor (all errored, rejected, stale) abort "
+    "the run at ten":
+        "src/prime_rl/orchestrator/train_sink.py:28,240-252,309-338 (\"10 consecutive zero-output "
+        "batch equivalents\"); seen against prime-rl's own orchestrator with every request failing",
     "`all` holds every arriving episode, errored ones included":
         f"{_ORCH}:584-592; src/prime_rl/monitors/file.py:43-55",
     "zero-advantage samples are filtered by default": f"{_CFG}/orchestrator.py:270",
@@ -83,6 +87,8 @@ RUN_NAME = "run"
 SUBSET = "all"
 # consecutive empty train batches before the orchestrator aborts the run
 MAX_CONSECUTIVE_EMPTY_BATCHES = 10
+# batch equivalents of groups with no trainable survivor before it aborts the run
+MAX_ZERO_OUTPUT_BATCHES = 10
 # where a standalone `inference --server.port P` serves its engine, behind the router on P
 # (SOURCES above): the final-weights eval sends its admin calls there, as rl's launcher does
 ENGINE_PORT_OFFSET = 100
@@ -233,9 +239,18 @@ class CurrentLayout(StepDirs):
         if step is None:
             return None
         groups: dict = {}
+        errored: set = set()
         for row in self.train_rows(out, step):
             if not row.get("errored"):
                 groups.setdefault(row.get("group_id"), []).append(float(row.get("reward", 0.0)))
+            else:
+                errored.add(row.get("group_id"))
+        # the second rule: groups with no trainable survivor (every episode errored) count
+        # toward MAX_ZERO_OUTPUT_BATCHES batch equivalents, then the run aborts
+        if not groups and len(errored) >= MAX_ZERO_OUTPUT_BATCHES * max(1, groups_per_batch):
+            return (f"{MAX_ZERO_OUTPUT_BATCHES} consecutive zero-output batch equivalents at step {step}: "
+                    f"every episode of {len(errored)} groups errored (a model or env-server error), so "
+                    "no batch had anything to train on")
         if None in groups or len(groups) < MAX_CONSECUTIVE_EMPTY_BATCHES * max(1, groups_per_batch):
             return None
         if any(max(r) > min(r) for r in groups.values()):

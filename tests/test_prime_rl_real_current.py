@@ -91,6 +91,11 @@ def aborted(prl_env, tmp_path_factory) -> sc.Result:
 
 
 @pytest.fixture(scope="module")
+def all_errored(prl_env, tmp_path_factory) -> sc.Result:
+    return sc.run_rl(tmp_path_factory.mktemp("all_errored"), max_steps=MAX, policy="error", timeout=420)
+
+
+@pytest.fixture(scope="module")
 def unfiltered(prl_env, tmp_path_factory) -> sc.Result:
     """The same flat groups under the gradient probe's overlay (rl_contract.current.PROBE_FILTERS,
     composed as the driver composes it: a second `@` file)."""
@@ -257,6 +262,20 @@ def test_zero_advantage_abort(aborted):
     assert res.trainer_records() == []
     reason = LAYOUT.abort_reason(res.out, 0, MAX, BATCH // GROUP)
     assert reason is not None and "consecutive empty train batches at step 1" in reason, reason
+
+
+def test_every_episode_erroring_aborts_on_the_second_rule(all_errored):
+    """Fact: groups with no trainable survivor (here every model request fails) count toward
+    ten batch equivalents, then the orchestrator raises "10 consecutive zero-output batch
+    equivalents" (orchestrator/train_sink.py:28,309-338@559b447) and the launcher exits 1. The
+    project reads that abort from the files as it reads the zero-advantage one
+    (CurrentLayout.abort_reason), so the driver records the arm with prime-rl's reason."""
+    res = all_errored
+    assert res.rc == 1 and not res.timed_out, _explain(res)
+    assert f"{current.MAX_ZERO_OUTPUT_BATCHES} consecutive zero-output batch equivalents" in res.log
+    assert res.trainer_records() == []
+    reason = LAYOUT.abort_reason(res.out, 0, MAX, BATCH // GROUP)
+    assert reason is not None and "zero-output batch equivalents at step 1" in reason, reason
 
 
 def test_the_probes_filter_overlay_ships_flat_groups_instead_of_aborting(unfiltered):

@@ -68,6 +68,22 @@ def test_an_arm_prime_rl_aborts_on_its_filter_is_recorded_with_its_reason_and_ne
     assert r.returncode == 0 and len(launches(tmp_path)) == before
 
 
+def test_an_arm_whose_every_episode_errors_is_recorded_with_prime_rls_second_abort_reason(tmp_path, runs):
+    """Current prime-rl has a second abort rule: ten batch equivalents of groups with no
+    trainable survivor (every episode errored: train_sink.py:28,309-338@559b447, seen against its
+    own orchestrator in test_prime_rl_real_current). iter_1's every request fails: the iteration
+    is recorded as skipped with that reason, its attempt set aside, never retrained."""
+    env = current_env(tmp_path, DOUBLE_SHAPE_ARM="iter_1", DOUBLE_TRAIN_ERRORED="1")
+    r = driver(["run", "--max-iters", "2", *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    skipped = json.loads((rd / "iter_1" / "skipped.json").read_text())
+    assert skipped["reason"].startswith("prime-rl aborted the arm")
+    assert "10 consecutive zero-output batch equivalents" in skipped["failures"][0], skipped
+    assert len(_arm_launches(tmp_path, "iter_1")) == 1
+    assert (rd / "iter_1" / "prime_out.failed-1").is_dir()
+
+
 def test_the_probe_turns_the_filter_off_in_its_one_step_and_reads_an_abort_as_a_verdict(tmp_path):
     """The probe's launch overlays the filter's off-switch (its rows are measured, not
     aborted); and where a launch aborts all the same, the dialect reads prime-rl's reason."""

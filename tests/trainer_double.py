@@ -251,7 +251,7 @@ def knob(name: str, default: str = "") -> str:
     only = os.environ.get("DOUBLE_SHAPE_ARM")
     shaped = name in ("DOUBLE_STARTUP_SECONDS", "DOUBLE_EVAL_SECONDS", "DOUBLE_EVAL_ROW_SECONDS",
                       "DOUBLE_IGNORE_TERM", "DOUBLE_HANG_AT_STEP", "DOUBLE_TRAIN_SKILL",
-                      "DOUBLE_RANK_IGNORES_TERM", "DOUBLE_TORCHRUN_GRACE_SECONDS")
+                      "DOUBLE_RANK_IGNORES_TERM", "DOUBLE_TORCHRUN_GRACE_SECONDS", "DOUBLE_TRAIN_ERRORED")
     if shaped and only and only != ARM:
         return default
     return os.environ.get(name, default) or default

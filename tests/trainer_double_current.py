@@ -12,8 +12,11 @@ rollouts and broadcasts past F. Steps run F+1 .. max_steps; every arriving episo
 to R/rollouts/step_N/train/all/traces.jsonl under the step still collecting, the shipped batch to
 `effective`; a group's episodes share a group id. The zero-advantage filter is on by default: a
 batch with no group whose rewards differ is empty, does not advance the step, and ten in a row
-abort the run. After the final ship, late episodes spill into step_{max+1}/train/all
-(DOUBLE_SPILL_GROUPS, default 1: how many is not settled by the source). With the filesystem
+abort the run. DOUBLE_TRAIN_ERRORED=1 makes every train episode errored (ok = false, no traces):
+no group has a trainable survivor, and ten batch equivalents of them abort the run on prime-rl's
+second rule (train_sink.py:28,309-338). After the final ship, late episodes spill into
+step_{max+1}/train/all (DOUBLE_SPILL_GROUPS, default 1: how many is not settled by the source;
+prime-rl's own orchestrator, run in tests/test_prime_rl_real_*, showed none). With the filesystem
 broadcast, R/broadcasts/step_N holds a weight shard and STABLE only (no config, no tokenizer;
 step-2 cleaned unless on the checkpoint interval). R/checkpoints/step_N/{trainer,orchestrator},
 R/metrics.jsonl, and the base eval as step_1 when [orchestrator.eval] is set.
@@ -107,7 +110,7 @@ def weights_skill(broadcast: Path) -> float:
 
 
 def rl(cfg: dict) -> int:
-    from rl_contract.current import MAX_CONSECUTIVE_EMPTY_BATCHES
+    from rl_contract.current import MAX_CONSECUTIVE_EMPTY_BATCHES, MAX_ZERO_OUTPUT_BATCHES
 
     unknown = current_schema.unknown_keys(cfg)
     if unknown:
@@ -168,6 +171,7 @@ def rl(cfg: dict) -> int:
                    int(ev.get("num_examples", -1)), 0.2, step=1)
     cursor = 0
     empty = 0
+    zero_output = 0
 
     def draw(step: int, tag) -> list[dict]:
         nonlocal cursor
@@ -193,8 +197,21 @@ def rl(cfg: dict) -> int:
                 pause(60)
         pause(step_s)
         episodes = draw(step, [empty] if empty else [])
+        if knob("DOUBLE_TRAIN_ERRORED", "") == "1":
+            # every request of the arm fails: errored episodes, no trainable survivor
+            episodes = [{**e, "ok": False, "errors": ["ModelError: the inference request failed"],
+                         "traces": []} for e in episodes]
         # every arriving episode is logged to `all` under the step still collecting (:591-592)
         append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl", episodes)
+        if episodes and all(not e["ok"] for e in episodes):
+            # orchestrator/train_sink.py:240-252,309-338: groups with no trainable survivor
+            # count their owed episodes; a batch's worth is one zero-output batch equivalent,
+            # and ten abort the run (MAX_CONSECUTIVE_ZERO_OUTPUT_BATCH_EQUIVALENTS, :28)
+            zero_output += 1
+            if zero_output >= MAX_ZERO_OUTPUT_BATCHES:
+                return fail(f"RuntimeError: {zero_output} consecutive zero-output batch equivalents — "
+                            "check the curriculum admission policy, task difficulty, and staleness drops.")
+            continue
         spread = {}
         for e in episodes:
             spread.setdefault(e["group"]["id"], set()).add(e["traces"][0]["rewards"]["correct"]["score"])
