@@ -144,7 +144,8 @@ def test_fresh_run_layout_and_step_numbering(base):
     # what prime-rl shipped to the trainer: a batch per step, 0-indexed, with advantages
     shipped = _rows(out / "standin_trainer.jsonl")
     assert [r["batch_step"] for r in shipped] == list(range(BASE_MAX))
-    assert all(r["examples"] == 8 and r["nonzero_advantages"] > 0 for r in shipped)
+    # (the filter drops a group whose two replies happened to agree: what ships has advantages)
+    assert all(0 < r["examples"] <= 8 and r["nonzero_advantages"] == r["examples"] for r in shipped), shipped
 
 
 def test_train_and_eval_row_keys(base):
