@@ -14,7 +14,7 @@ build (built on first use: ~2-3 minutes, 2.3 GB). Four launches, shared through 
   trainer   the trainer stand-in exits 3 at step 1
   evicted   (last) a fresh launch into the constant run's output dir, which holds control/evicted.txt
 
-    python -m pytest -p no:xdist -m prime_rl_real tests/test_prime_rl_real_classic.py -x -q
+    python -m pytest -n 0 -m prime_rl_real tests/test_prime_rl_real_classic.py -x -q
 """
 from __future__ import annotations
 

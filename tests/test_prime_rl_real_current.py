@@ -3,7 +3,7 @@ run on a CPU with only the vLLM engine and the trainer stood in (tests/prime_rl_
 against what the project states about them (rl_contract/current.py) and read through the
 project's own readers (rl_contract.current.CurrentLayout).
 
-    .venv/bin/python -m pytest -p no:xdist -m prime_rl_real tests/test_prime_rl_real_current.py -x -q
+    .venv/bin/python -m pytest -n 0 -m prime_rl_real tests/test_prime_rl_real_current.py -x -q
 
 Each launch costs about 20-90 s here; runs are shared through module-scoped fixtures.
 """

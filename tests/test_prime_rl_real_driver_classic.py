@@ -5,7 +5,6 @@ Only the vLLM engine and the trainer are stood in (tests/prime_rl_real/driver_ru
 the user's side holds)."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -14,23 +13,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "prime_rl_real"))
 
 import driver_run  # noqa: E402
-from conftest import driver, run_dir_from  # noqa: E402
 
 pytestmark = pytest.mark.prime_rl_real
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("real_classic")
-    s = driver_run.setup(tmp, "classic")
-    env = driver_run.shell(s)
-    try:
-        r = driver(["run", "--backend", "prime_rl", "--model", str(s.model), "--base-config", str(s.base_config),
-                    "--runs-dir", str(tmp / "runs"), *driver_run.args("classic")], env, processes=True)
-    finally:
-        driver_run.remove_driver_installs(s)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
-    return s, run_dir_from(r.stdout), r
+    return driver_run.loop(tmp_path_factory.mktemp("real_classic"), "classic")
 
 
 def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(run):
@@ -38,17 +27,7 @@ def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(ru
     from the eval rows its orchestrator wrote: metrics.json holds iter_0, two iterations and the
     three controls."""
     s, run_dir, r = run
-    state = json.loads((run_dir / "run.json").read_text())
-    assert (state["dialect"], state["prime_rl_version"]) == ("classic", "0.5.1.dev209")
-    assert state["status"] in ("completed", "max_iters_reached"), state["status"]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
-    assert [m["run"] for m in metrics["controls"]] == ["run_a", "run_b", "run_c"]
-    for m in metrics["iters"] + metrics["controls"]:
-        # every arm measured: scored rows (an errored episode is counted apart), an accuracy inside
-        # (0, 1) as the stand-in's half-right answers make it
-        assert m["n_eval"] > 0 and m["n_errored"] < m["n_eval"] and 0.0 < m["eval_acc"] < 1.0, m
-        assert m["n_selection"] > 0, m
+    driver_run.assert_every_arm_measured(run_dir, "classic", "0.5.1.dev209")
     for arm in driver_run.ARMS:
         assert "RL training finished!" in (run_dir / arm / "train.log").read_text(errors="replace"), arm
 

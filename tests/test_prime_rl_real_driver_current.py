@@ -19,23 +19,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "prime_rl_real"))
 
 import driver_run  # noqa: E402
-from conftest import driver, run_dir_from  # noqa: E402
 
 pytestmark = pytest.mark.prime_rl_real
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("real_current")
-    s = driver_run.setup(tmp, "current")
-    env = driver_run.shell(s, PRL_STANDIN_ROUTER="data-only")
-    try:
-        r = driver(["run", "--backend", "prime_rl", "--model", str(s.model), "--base-config", str(s.base_config),
-                    "--runs-dir", str(tmp / "runs"), *driver_run.args("current")], env, processes=True)
-    finally:
-        driver_run.remove_driver_installs(s)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
-    return s, run_dir_from(r.stdout), r
+    return driver_run.loop(tmp_path_factory.mktemp("real_current"), "current", PRL_STANDIN_ROUTER="data-only")
 
 
 def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(run):
@@ -43,17 +33,7 @@ def test_the_loop_trains_two_iterations_and_three_controls_on_prime_rl_itself(ru
     iterations and the three controls, each with its eval rows, and the run finished at its
     iteration cap."""
     s, run_dir, r = run
-    state = json.loads((run_dir / "run.json").read_text())
-    assert (state["dialect"], state["prime_rl_version"]) == ("current", "0.8.1.dev67")
-    assert state["status"] in ("completed", "max_iters_reached"), state["status"]
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
-    assert [m["run"] for m in metrics["controls"]] == ["run_a", "run_b", "run_c"]
-    for m in metrics["iters"] + metrics["controls"]:
-        # every arm measured: scored rows (an errored episode is counted apart), an accuracy inside
-        # (0, 1) as the stand-in's half-right answers make it
-        assert m["n_eval"] > 0 and m["n_errored"] < m["n_eval"] and 0.0 < m["eval_acc"] < 1.0, m
-        assert m["n_selection"] > 0, m
+    driver_run.assert_every_arm_measured(run_dir, "current", "0.8.1.dev67")
     # prime-rl's own launcher ran each arm to its end, and its own `evals` measured it
     for arm in driver_run.ARMS:
         log = (run_dir / arm / "train.log").read_text(errors="replace")

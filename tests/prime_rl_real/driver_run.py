@@ -229,3 +229,36 @@ def remove_driver_installs(s: Setup) -> list[str]:
     site = subprocess.check_output([str(s.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    text=True).strip()
     return install.remove_driver_installs(Path(site))
+
+
+def loop(tmp: Path, generation: str, **shell_extra):
+    """`driver run --backend prime_rl` from iter_0 to the controls on `generation`, in the test's
+    process with every launch a process tree, as from the command line; the generated envs it
+    installed into the checkout's environment removed after. (setup, run dir, result)."""
+    from conftest import driver, run_dir_from
+
+    s = setup(tmp, generation)
+    try:
+        r = driver(["run", "--backend", "prime_rl", "--model", str(s.model), "--base-config", str(s.base_config),
+                    "--runs-dir", str(tmp / "runs"), *args(generation)], shell(s, **shell_extra), processes=True)
+    finally:
+        remove_driver_installs(s)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-4000:]
+    return s, run_dir_from(r.stdout), r
+
+
+def assert_every_arm_measured(run_dir: Path, generation: str, version: str) -> None:
+    """run.json names the dialect and version and the run ended at its cap; metrics.json holds
+    iter_0, two iterations and the three controls, each with scored eval and selection rows (an
+    errored episode counted apart) and an accuracy inside (0, 1), as the stand-in's half-right
+    answers make it."""
+    state = json.loads((run_dir / "run.json").read_text())
+    assert (state["dialect"], state["prime_rl_version"]) == (generation, version)
+    assert state["status"] in ("completed", "max_iters_reached"), state["status"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1, 2]
+    assert [m["run"] for m in metrics["controls"]] == ["run_a", "run_b", "run_c"]
+    for m in metrics["iters"] + metrics["controls"]:
+        assert m["n_eval"] > 0 and m["n_errored"] < m["n_eval"] and 0.0 < m["eval_acc"] < 1.0, m
+        assert m["n_selection"] > 0, m
+
