@@ -300,3 +300,42 @@ def test_launch_into_evicted_output_dir_aborts_at_once(constant, env_dir):
     assert LAYOUT.train_steps(res.out) == []
     assert not (res.out / "standin_trainer.jsonl").exists()
     assert res.session_left == []
+
+
+# --- the driver's stop, mid-step --------------------------------------------------------------
+
+def test_the_drivers_stop_mid_step_leaves_no_process_and_frees_the_port(env_dir, tmp_path, monkeypatch):
+    """Facts: the driver launches `uv run rl` in a session of its own and stops it by SIGTERM to
+    that group, then SIGKILL after its grace (driver/backends/process.py launch/stop); classic
+    prime-rl's launcher, on SIGTERM, terminates every child it started (utils/process.py
+    cleanup_processes@09e2977). Stopped while step 0's batch is with the trainer, nothing of the
+    run survives and the inference port is free again for the next arm."""
+    import time
+
+    from driver.backends import process
+    from driver.backends.base import Command
+
+    sys.path.insert(0, str(sc.HERE))
+    from model_dir import make_model_dir
+
+    checkout = env_dir / "prime-rl"
+    out, port = tmp_path / "out", sc.free_port()
+    cfg = sc.write_config(tmp_path / "rl.toml", model=make_model_dir(tmp_path / "model"), port=port,
+                          max_steps=50, eval_interval=None, ckpt_interval=None)
+    for k, v in sc.shell(checkout, tmp_path, env_extra={"PRL_TRAINER_STEP_SECONDS": "5"}).items():
+        monkeypatch.setenv(k, v)
+    log = tmp_path / "train.log"
+    tp = process.launch(Command((str(sc.BIN / "uv"), "run", "rl"), str(checkout)),
+                        ["@", str(cfg), "--output-dir", str(out)], out, log)
+    try:
+        deadline = time.monotonic() + 240
+        batch = out / "run_default" / "rollouts" / "step_0" / "train_rollouts.bin"
+        while not batch.exists() and time.monotonic() < deadline and process.is_alive(tp):
+            time.sleep(0.5)
+        assert batch.exists(), log.read_text(errors="replace")[-3000:]
+        assert len(process.record_tree(tp, log)) >= 4   # launcher, inference, orchestrator, trainer
+    finally:
+        process.stop(tp, grace_s=120, log=log)
+    assert process.tree_alive(tp, log) == []
+    assert sc.survivors(str(out), f"--port {port}") == []
+    process.wait_ports_free([port], timeout_s=30)

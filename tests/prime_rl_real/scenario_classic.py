@@ -179,6 +179,23 @@ def _kill_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
     proc.wait()
 
 
+def shell(checkout: Path, tmp: Path, policy: str = "mixed", env_extra: dict | None = None) -> dict:
+    """The environment a launch in `checkout` runs under: the shims first on PATH, two GPUs
+    visible, W&B off, the fixtures importable, the stand-in's policy and request log."""
+    venv = checkout / ".venv"
+    path = os.pathsep.join([str(BIN), str(venv / "bin"), os.environ.get("PATH", "/usr/bin:/bin")])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRL_", "PYTEST_", "WANDB_"))}
+    env.pop("PYTHONHOME", None)
+    env.update({
+        "PATH": path, "VIRTUAL_ENV": str(venv), "CUDA_VISIBLE_DEVICES": "0,1", "WANDB_MODE": "disabled",
+        "PYTHONPATH": os.pathsep.join([str(FIXTURES), str(HERE)]),
+        "PRL_STANDIN_POLICY": policy, "PRL_STANDIN_LOG": str(Path(tmp) / "standin_requests.jsonl"),
+        "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
+    })
+    env.update(env_extra or {})
+    return env
+
+
 def run_rl(tmp: Path, *, max_steps: int, eval_interval: int | None = None, ckpt_interval: int | None = None,
            resume: bool = False, policy: str = "mixed", extra_args=(), timeout: float = 300,
            out: Path | None = None, port: int | None = None, env_extra: dict | None = None,
@@ -201,17 +218,7 @@ def run_rl(tmp: Path, *, max_steps: int, eval_interval: int | None = None, ckpt_
     if resume:
         args += ["--ckpt.resume-step", "-1"]
     args += list(extra_args)
-    venv = checkout / ".venv"
-    path = os.pathsep.join([str(BIN), str(venv / "bin"), os.environ.get("PATH", "/usr/bin:/bin")])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRL_", "PYTEST_", "WANDB_"))}
-    env.pop("PYTHONHOME", None)
-    env.update({
-        "PATH": path, "VIRTUAL_ENV": str(venv), "CUDA_VISIBLE_DEVICES": "0,1", "WANDB_MODE": "disabled",
-        "PYTHONPATH": os.pathsep.join([str(FIXTURES), str(HERE)]),
-        "PRL_STANDIN_POLICY": policy, "PRL_STANDIN_LOG": str(tmp / "standin_requests.jsonl"),
-        "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
-    })
-    env.update(env_extra or {})
+    env = shell(checkout, tmp, policy, env_extra)
     log_path = tmp / ("rl_resume.log" if resume else "rl.log")
     t0 = time.monotonic()
     timed_out = False

@@ -42,7 +42,8 @@ filesystem.py:79, and the weight checkpoint the model's tensors), no DCP content
 Instead it appends one JSON line per step to
 <output_dir>/standin_trainer.jsonl: {"step", "examples", "nonzero_advantages", "batch_step"}.
 
-Knobs: PRL_TRAINER_FAIL_AT_STEP=k exits 3 when step k's batch has arrived (before its update).
+Knobs: PRL_TRAINER_FAIL_AT_STEP=k exits 3 when step k's batch has arrived (before its update);
+PRL_TRAINER_STEP_SECONDS=s spends s seconds on each step's update (a GPU's time).
 SIGTERM/SIGINT: exits at once (143/130).
 """
 from __future__ import annotations
@@ -206,6 +207,8 @@ def main(argv: list[str]) -> int:
 
             decoder = msgspec.msgpack.Decoder(type=training_batch_type())
         batch = decoder.decode(batch_file.read_bytes())
+        # a step's update takes time on a GPU; PRL_TRAINER_STEP_SECONDS stands in for it
+        time.sleep(float(os.environ.get("PRL_TRAINER_STEP_SECONDS") or 0))
         if fail_at is not None and step == fail_at:
             print(f"[trainer stand-in] PRL_TRAINER_FAIL_AT_STEP={fail_at}: exiting 3", flush=True)
             return 3
