@@ -15,6 +15,13 @@
 #      10 s later as the driver's default stop would have; then every python, torchrun and vLLM
 #      process left, with its pid, group and session, and nvidia-smi
 #   4. W&B turned on with no key, in a process without a terminal
+#   5. (current) whether the pinned vllm-router forwards admin calls: a server started as `rl`
+#      starts it (`inference @ R/configs/inference.json`), /pause, /resume, /metrics posted to the
+#      router port and to the engine port, each status code
+#   6. (current) whether a LoRA run's adapter broadcast loads into the eval server: a 1-step run
+#      with [trainer.model.lora], its broadcast posted to /load_lora_adapter of a server started
+#      from that run's inference.json, and of one started without LoRA
+# It ends with one line per open fact of docs/backends.md and its answer ("FACT: ...").
 # Paste report.txt into an issue: each section says which docs/backends.md fact it settles.
 set -uo pipefail
 
@@ -25,6 +32,8 @@ OUT=$(mkdir -p "${2:-$OLDPWD/gpu-facts-$VERSION}" && cd "${2:-$OLDPWD/gpu-facts-
 REPORT="$OUT/report.txt"
 : > "$REPORT"
 say() { echo "$*" | tee -a "$REPORT"; }
+FACTS=()
+fact() { FACTS+=("FACT: $*"); }
 listing() { (cd "$1" 2>/dev/null && find . -maxdepth 6 \( -name '*.jsonl' -o -name '*.safetensors' -o -name '*.json' -o -name STABLE -o -name '*.txt' \) | sort | sed 's/^/    /') >> "$REPORT"; }
 
 CONFIG=""
@@ -89,4 +98,62 @@ if [ "$CURRENT" = 1 ]; then WFLAG=(--monitors.wandb.project gpu-facts); else WFL
 env -u WANDB_API_KEY HOME="$OUT/home" setsid timeout 1200 bash -c "$(declare -f run_rl); CONFIG='$CONFIG' CURRENT=$CURRENT run_rl '$W' 1 ${WFLAG[*]}" < /dev/null > "$OUT/wandb.log" 2>&1
 say "exit status: $? (non-zero: wandb.init fails without a key); last lines:"
 tail -3 "$OUT/wandb.log" | sed 's/^/    /' >> "$REPORT"
+tail -3 "$OUT/wandb.log" >/dev/null
+fact "wandb.init without a key in a detached process: $(grep -qi 'api key\|wandb.errors' "$OUT/wandb.log" && echo fails || echo 'does not fail')"
+if [ "$CURRENT" = 1 ]; then
+  fact "episodes spilled into step_3 of the 2-step run: $(ls "$R"/run/rollouts/step_3/train/all/traces.jsonl >/dev/null 2>&1 && wc -l < "$R"/run/rollouts/step_3/train/all/traces.jsonl || echo 0)"
+  serve() {   # CONFIG_FILE LOG: start `inference @ FILE` as rl does, wait for its health
+    uv run inference @ "$1" > "$2" 2>&1 &
+    SERVER=$!
+    local port; port=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['server']['port'])" "$1")
+    for _ in $(seq 1 120); do curl -sf "localhost:$port/health" >/dev/null && return 0; kill -0 $SERVER 2>/dev/null || return 1; sleep 5; done
+    return 1
+  }
+  stop_server() { kill -- -$SERVER $SERVER 2>/dev/null; pkill -f 'vllm|vllm-router' 2>/dev/null; wait $SERVER 2>/dev/null; sleep 5; }
+  post() { curl -s -o /dev/null -w '%{http_code}' -X POST "$@"; }
+
+  say ""; say "== 5. does the pinned router forward admin calls? (docs/backends.md: the final-weights eval's admin calls) =="
+  INF="$R/run/configs/inference.json"
+  PORT=$(python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print(c['server']['port'])" "$INF")
+  BACK=$(python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print(c.get('backend_port') or c['server']['port'] + 100)" "$INF")
+  if serve "$INF" "$OUT/router.log"; then
+    for path in pause resume metrics; do
+      method=POST; [ "$path" = metrics ] && method=GET
+      rc_router=$(curl -s -o /dev/null -w '%{http_code}' -X $method "localhost:$PORT/$path")
+      rc_engine=$(curl -s -o /dev/null -w '%{http_code}' -X $method "localhost:$BACK/$path")
+      say "    /$path: router ($PORT) $rc_router, engine ($BACK) $rc_engine"
+      fact "the pinned router forwards /$path: $([ "$rc_router" = 200 ] && echo yes || echo "no ($rc_router)")"
+    done
+  else
+    say "the server did not start; last lines:"; tail -5 "$OUT/router.log" | sed 's/^/    /' >> "$REPORT"
+  fi
+  stop_server
+
+  say ""; say "== 6. does a LoRA adapter broadcast load into the eval server? (the arm's inference.json) =="
+  L="$OUT/lora"
+  run_rl "$L" 1 --trainer.model.lora.rank 8 --trainer.model.lora.alpha 16 > "$OUT/lora.log" 2>&1
+  say "1-step LoRA run exit status: $?"
+  LB=$(ls -d "$L"/run/broadcasts/step_* 2>/dev/null | sort -V | tail -1)
+  say "adapter broadcast: $LB"; ls "$LB" 2>/dev/null | sed 's/^/    /' >> "$REPORT"
+  LINF="$L/run/configs/inference.json"
+  say "its inference.json sets: $(python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['vllm']; print({k: v.get(k) for k in ('enable_lora', 'max_lora_rank')})" "$LINF" 2>&1)"
+  LBACK=$(python3 -c "import json,sys; c=json.load(open(sys.argv[1])); print(c.get('backend_port') or c['server']['port'] + 100)" "$LINF")
+  if serve "$LINF" "$OUT/lora_server.log"; then
+    rc=$(post "localhost:$LBACK/load_lora_adapter" -H 'Content-Type: application/json' -d "{\"lora_name\": \"eval-adapter\", \"lora_path\": \"$LB\"}")
+    say "    load into the server of its inference.json: $rc"
+    fact "an adapter broadcast loads into a server started from the arm's inference.json: $([ "$rc" = 200 ] && echo yes || echo "no ($rc)")"
+  fi
+  stop_server
+  MODEL=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vllm']['model'])" "$LINF")
+  uv run inference --vllm.model "$MODEL" --server.port 8000 > "$OUT/plain_server.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 120); do curl -sf localhost:8000/health >/dev/null && break; sleep 5; done
+  rc=$(post "localhost:8100/load_lora_adapter" -H 'Content-Type: application/json' -d "{\"lora_name\": \"eval-adapter\", \"lora_path\": \"$LB\"}")
+  say "    load into a server started without LoRA: $rc"
+  fact "an adapter broadcast loads into a server without enable_lora: $([ "$rc" = 200 ] && echo yes || echo "no ($rc)")"
+  stop_server
+fi
+
+say ""; say "== open facts, answered =="
+for f in "${FACTS[@]}"; do say "$f"; done
 say ""; say "report: $REPORT"

@@ -6,11 +6,14 @@ the same functions.
 
 Layout: `OUT/{checkpoints,weights}/step_N` (the trainer) and `OUT/run_default/{rollouts,
 checkpoints,broadcasts,control}` (the orchestrator, whose output dir is OUT/run_default), with
-rollout rows in `rollouts/step_N/{train,eval}_rollouts.jsonl`.
+rollout rows in `rollouts/step_N/{train,eval}_rollouts.jsonl`; the orchestrator's log is
+`OUT/logs/orchestrator.log`.
 """
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Iterator
 
@@ -19,6 +22,7 @@ from rl_contract.steps import StepDirs
 COMMIT = "09e2977"   # prime-rl v0.5.1.dev209
 _CFG = "packages/prime-rl-configs/src/prime_rl/configs"
 _ORCH = "src/prime_rl/orchestrator/orchestrator.py"
+_ENVS = "src/prime_rl/orchestrator/envs.py"
 
 # fact -> the lines of prime-rl (at COMMIT) it is read off
 SOURCES: dict[str, str] = {
@@ -37,6 +41,11 @@ SOURCES: dict[str, str] = {
     "three fully filtered batches at one step abort the run and write control/evicted.txt":
         f"{_ORCH}:84 (MAX_EMPTY_BATCH_ATTEMPTS = 3), :422-450",
     "a launch into an output dir holding control/evicted.txt aborts at once": f"{_ORCH}:326-329",
+    "the orchestrator writes its resolved config, eval sampling included, to control/orch.toml":
+        f"{_ORCH}:106-110; {_CFG}/orchestrator.py:104-125 (EvalSamplingConfig: None defers to the server)",
+    "nothing is written to the rollouts while an empty batch is retried":
+        f"{_ORCH}:422-450 (the attempts), :466-469 (the batch saved after them, once one leaves a "
+        "trainable rollout)",
     "HF weights are saved sharded above 5 GB, with config, generation config and tokenizer":
         f"{_CFG}/trainer.py:353 (save_sharded = True); src/prime_rl/trainer/weights.py:82-113; "
         "src/prime_rl/trainer/ckpt.py:354-367",
@@ -50,6 +59,15 @@ SOURCES: dict[str, str] = {
         "(max_async_level = 1)",
     "[wandb] turns on one W&B run shared by trainer and orchestrator":
         f"{_CFG}/rl.py:81,216,350; src/prime_rl/utils/monitor/__init__.py:33",
+    "the orchestrator's stdout and stderr go to OUT/logs/orchestrator.log, which `rl` tails into "
+    "its own stdout (the arm's launch log)":
+        "src/prime_rl/utils/pathing.py:9-10; src/prime_rl/entrypoints/rl.py:142-143,245-249,324-327",
+    "an eval rollout that raises is dropped, never written: the orchestrator logs how many of an "
+    "eval env's rollouts failed, after 'Running final evals' for the final eval":
+        f"{_ENVS}:206-209,224-227 (a failed group or rollout comes back as None), :236-237 (only "
+        f"the others are kept), :240-243 (the warning FAILED_ROLLOUTS_MESSAGE), :319 (the kept "
+        f"ones are returned); {_ORCH}:814 (FINAL_EVALS_MESSAGE), :829-834 (what came back is "
+        f"all the final eval writes)",
 }
 
 # a rollout "passes" when its reward is at least this (pass/fail live groups, accuracy)
@@ -58,13 +76,49 @@ SUCCESS_THRESHOLD = 0.5
 MAX_EMPTY_BATCH_ATTEMPTS = 3
 # what the final eval measures (the summary says so beside each classic number)
 FINAL_EVAL_MEASURES = ("the run's own eval after its last step, on the policy its inference server "
-                       "holds while the last weight updates land (v(max_steps - max_async_level) .. "
-                       "v(max_steps); max_async_level = 1 by default)")
+                       "holds while the last weight updates land (v(max_steps - max_async_level - 1) .. "
+                       "v(max_steps): batch max_steps - 1 may start on v(max_steps - 2); "
+                       "max_async_level = 1 by default)")
 # the zero-advantage filter turned off, the other default filters kept (a list replaces the
 # defaults whole): the gradient probe measures a dataset's live groups, which the filter would
 # otherwise turn into an abort
 PROBE_FILTERS = {"orchestrator": {"filters": [{"type": "gibberish"}, {"type": "repetition"},
                                               {"type": "zero_advantage", "enforce": False}]}}
+
+
+# what the orchestrator logs as its final eval starts (orchestrator.py:814), and, once an eval
+# env's rollouts are gathered, how many of them raised and were dropped (envs.py:240-243)
+FINAL_EVALS_MESSAGE = "Running final evals"
+FAILED_ROLLOUTS_MESSAGE = "{failed}/{total} ({pct:.1f}%) rollouts failed"
+_FAILED_ROLLOUTS = re.compile(r"(?<![\d.])(\d+)/(\d+) \((\d+\.\d)%\) rollouts failed")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")   # rl starts the orchestrator with LOGURU_FORCE_COLORS=1
+
+
+def failed_rollouts_message(failed: int, total: int) -> str:
+    """The orchestrator's warning when `failed` of an eval env's `total` rollouts raised
+    (envs.py:240-243@09e2977)."""
+    return FAILED_ROLLOUTS_MESSAGE.format(failed=failed, total=total, pct=failed / total * 100)
+
+
+def failed_final_eval_rollouts(log_lines: Iterable[str]) -> int:
+    """How many rollouts of a launch's final eval raised, and so were never written, as the
+    orchestrator's log says: the sum of its FAILED_ROLLOUTS_MESSAGE warnings (one per eval env
+    that lost any; the env is not named) after its last FINAL_EVALS_MESSAGE. 0 when the log
+    reached no final eval. Colour codes and JSON logging (the message inside a JSON line) read
+    alike; a warning counts only where its percentage is the one prime-rl computes from its two
+    numbers."""
+    failed = None   # the in-loop evals' warnings come before the final eval's message
+    for raw in log_lines:
+        line = _ANSI.sub("", raw)
+        if FINAL_EVALS_MESSAGE in line:
+            failed = 0
+            continue
+        m = _FAILED_ROLLOUTS.search(line) if failed is not None else None
+        if m:
+            n, total = int(m[1]), int(m[2])
+            if 0 < n <= total and failed_rollouts_message(n, total) == m[0]:
+                failed += n
+    return failed or 0
 
 
 class ClassicLayout(StepDirs):
@@ -115,6 +169,44 @@ class ClassicLayout(StepDirs):
         """What keeps the step's HF weights from loading with `from_pretrained` ([] if none)."""
         d = self.weights_dir(out, step)
         return [f"{d}/{m}" for m in hf_weight_files(d)] if d.is_dir() else [str(d)]
+
+    def progress_files(self, out: Path, start: int, final: int) -> list[Path]:
+        """None: the orchestrator writes nothing while it retries an empty batch (SOURCES); its
+        train file appears once, with the step, which the step count already sees."""
+        return []
+
+    def orchestrator_log(self, out: Path) -> Path:
+        """The orchestrator's log of a launch into `out` (rewritten by each launch)."""
+        return Path(out) / "logs" / "orchestrator.log"
+
+    def dropped_eval_rollouts(self, out: Path) -> int:
+        """How many rollouts of the final eval of the launch into `out` raised and were dropped
+        from its eval file, as its orchestrator log says (0 where there is no log)."""
+        try:
+            with open(self.orchestrator_log(out), encoding="utf-8", errors="replace") as f:
+                return failed_final_eval_rollouts(f)
+        except OSError:
+            return 0
+
+    def recorded_eval_setting(self, out: Path) -> dict | None:
+        """The final eval's sampling, from the orchestrator config the run wrote
+        (run_default/control/orch.toml, orchestrator.py:106-110: the resolved config less its
+        None values; EvalSamplingConfig, configs/orchestrator.py:104-125, where an unset
+        temperature or limit defers to the server). None without the file or an [eval]."""
+        import tomllib
+
+        try:
+            cfg = tomllib.loads((Path(out) / "run_default" / "control" / "orch.toml").read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return None
+        ev = cfg.get("eval")
+        if not isinstance(ev, dict):
+            return None
+        sampling = ev.get("sampling") or {}
+        return {"max_completion_tokens": sampling.get("max_completion_tokens", sampling.get("max_tokens")),
+                "temperature": sampling.get("temperature"),
+                "examples": {e.get("name") or e.get("id"): e.get("num_examples")
+                             for e in ev.get("env") or [] if isinstance(e, dict)}}
 
     def evicted_file(self, out: Path) -> Path:
         return Path(out) / "run_default" / "control" / "evicted.txt"

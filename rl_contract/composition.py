@@ -1,12 +1,14 @@
 """prime-rl's config composition, as a pure function: `@ a.toml @ b.toml --x.y-z V ...`.
 
-Files merge left to right (tables deep-merge, lists are replaced whole), then CLI flags win;
+A file is TOML, or JSON where its name ends in .json (`rl` starts its servers on the JSON
+subconfigs it writes: src/prime_rl/entrypoints/rl.py:46,87-95,195@559b447). Files merge left to right (tables deep-merge, lists are replaced whole), then CLI flags win;
 `--flag` / `--no-flag` set booleans. The driver composes a launch's arguments with it before
 launching (to check the effective config), and the embedded trainer and the test double
 compose their arguments with it, so all three agree on what a launch means.
 """
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -31,14 +33,19 @@ def compose(argv: list[str]) -> dict:
         tok = argv[i]
         if tok == "@":
             if i + 1 >= len(argv):
-                raise CompositionError("`@` must be followed by a TOML file")
+                raise CompositionError("`@` must be followed by a config file")
             path = Path(argv[i + 1])
             try:
-                files = deep_merge(files, tomllib.loads(path.read_text(encoding="utf-8")))
+                text = path.read_text(encoding="utf-8")
+                loaded = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
             except FileNotFoundError:
                 raise CompositionError(f"config file not found: {path}") from None
-            except tomllib.TOMLDecodeError as e:
-                raise CompositionError(f"{path} is not valid TOML: {e}") from None
+            except (tomllib.TOMLDecodeError, ValueError) as e:
+                kind = "JSON" if path.suffix == ".json" else "TOML"
+                raise CompositionError(f"{path} is not valid {kind}: {e}") from None
+            if not isinstance(loaded, dict):
+                raise CompositionError(f"{path} does not hold a table")
+            files = deep_merge(files, loaded)
             i += 2
         elif tok.startswith("--"):
             keys = [k.replace("-", "_") for k in tok[2:].split(".")]

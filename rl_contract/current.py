@@ -52,13 +52,17 @@ SOURCES: dict[str, str] = {
     "`all` holds every arriving episode, errored ones included":
         f"{_ORCH}:584-592; src/prime_rl/monitors/file.py:43-55",
     "zero-advantage samples are filtered by default": f"{_CFG}/orchestrator.py:270",
+    "through empty or zero-output batches the step does not move, and its `all` file grows "
+    "with every arriving episode until the run ships a batch or aborts":
+        f"{_ORCH}:591-592,640-652; src/prime_rl/orchestrator/train_sink.py:240-252,309-338; "
+        "src/prime_rl/monitors/file.py:43-55 (appended one episode at a time)",
     "ten consecutive empty train batches abort the run, their episodes left in `all`":
         f"{_ORCH}:99 (MAX_CONSECUTIVE_EMPTY_BATCHES = 10), :640-652 (an empty batch does not "
         "advance the step)",
     "a broadcast holds weight shards and STABLE only":
         "src/prime_rl/transports/weights/filesystem.py:33-75; src/prime_rl/utils/weights.py:184-234",
     "a broadcast's tensors carry Hugging Face names":
-        "src/prime_rl/transports/weights/filesystem.py:66-68 (convert_state_dict_to_hf)",
+        "src/prime_rl/transports/weights/filesystem.py:63-64 (convert_state_dict_to_hf; :66-67 saves them)",
     "there is no weights/ directory": "29e4222 (#3316, the trainer saves DCP checkpoints only)",
     "evals' online mode serves the base model and loads a broadcast into it":
         f"{_CFG}/evals.py:43-62,82; {_EVALS}:228-231,239-270,327-367 "
@@ -92,11 +96,6 @@ MAX_ZERO_OUTPUT_BATCHES = 10
 # where a standalone `inference --server.port P` serves its engine, behind the router on P
 # (SOURCES above): the final-weights eval sends its admin calls there, as rl's launcher does
 ENGINE_PORT_OFFSET = 100
-
-
-def engine_admin_url(server_port: int, host: str = "localhost") -> str:
-    """The admin base URL of the engine behind a standalone server's router on `server_port`."""
-    return f"http://{host}:{server_port + ENGINE_PORT_OFFSET}/v1"
 
 
 # what the final eval measures (the summary says so beside each number)
@@ -211,6 +210,12 @@ class CurrentLayout(StepDirs):
     def train_file(self, out: Path, step: int) -> Path:
         return self.rollouts_dir(out) / f"step_{step}" / "train" / SUBSET / "traces.jsonl"
 
+    def progress_files(self, out: Path, start: int, final: int) -> list[Path]:
+        """The launch's train `all` files on disk: the step still collecting appends every
+        arriving episode to its own, empty and zero-output batches included (SOURCES), so a run
+        working through prime-rl's own ten-batch abort window writes there and nowhere else."""
+        return [self.train_file(out, s) for s in self.train_steps(out, start, final)]
+
     def checkpoint_trees(self, out: Path, step: int) -> list[Path]:
         """What a finished arm leaves at its final step: the trainer's and the orchestrator's
         checkpoint (a later arm forks them with `[resume] dir`) and the loadable weights."""
@@ -218,7 +223,7 @@ class CurrentLayout(StepDirs):
         return [ckpt / "trainer", self.weights_dir(out, step), ckpt / "orchestrator"]
 
     def resume_trees(self, out: Path, step: int) -> list[Path]:
-        """The trees a run forking `step` reads (`[resume] dir`: trainer/train.py:217-230,
+        """The trees a run forking `step` reads (`[resume] dir`: trainer/rl/train.py:217-230,
         orchestrator.py:314-321)."""
         ckpt = self.checkpoint_dir(out, step)
         return [ckpt / "trainer", ckpt / "orchestrator"]

@@ -11,8 +11,11 @@ Classic (prime-rl v0.5.1.dev209 = 09e2977, verifiers 58b119f): `save_rollouts`
   `metrics` ({reward function name: float}, zero-weight ones included), `is_truncated`.
 - Train rows only: prime-rl adds `env_name` (scheduler.py:477: the env block's `name`, else its
   id), `advantage`, `filters`, `is_filtered`.
-- Eval rows: nothing from prime-rl (orchestrator/envs.py:236,319). The rows of every eval env
-  of a step go into one file (orchestrator.py:813-834), with NO `env_name`, and each env's
+- Eval rows: nothing from prime-rl (orchestrator/envs.py:319 returns verifiers' outputs as they
+  are). A rollout that raised is no row at all: envs.py:236 keeps only the rollouts that came
+  back (a failed one is None, :206-209,224-227) and :240-243 logs how many failed
+  (rl_contract/classic.py: the driver counts those as errored episodes). The rows of every eval
+  env of a step go into one file (orchestrator.py:813-834), with NO `env_name`, and each env's
   `example_id`s start at 0, so two eval envs' rows cannot be told apart by their keys.
   => The driver labels the selection split's rows with a metric of its own: the selection split
   is evaluated through a generated env that adds SELECTION_METRIC (zero weight, 1.0 on every

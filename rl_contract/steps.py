@@ -50,6 +50,25 @@ class StepDirs:
         steps = self.train_steps(out, start, final)
         return steps[-1] if steps else None
 
+    def progress_files(self, out: Path, start: int, final: int) -> list[Path]:
+        """The files of a launch from `start` to `final` whose growth is a sign of work while
+        no new train step appears (a step's batch still collecting): none unless the layout's
+        generation writes there between steps (each layout says, with the source lines)."""
+        return []
+
+    def dropped_eval_rollouts(self, out: Path) -> int:
+        """How many rollouts of the final eval of the launch into `out` prime-rl dropped from
+        its eval file rather than wrote (each raised), as its logs say. None the driver reads
+        unless a layout says where its generation logs them (classic: ClassicLayout)."""
+        return 0
+
+    def recorded_eval_setting(self, out: Path) -> dict | None:
+        """The eval sampling a launch into `out` measured its final eval with, as the launch
+        recorded it ({"max_completion_tokens", "temperature"}, a value None where the run left
+        it to the server); None where its generation records none the driver reads (current:
+        its `rl` never evaluates the final weights, the driver's own `evals` launch does)."""
+        return None
+
     # provided by each layout
     def rollouts_dir(self, out: Path) -> Path:
         raise NotImplementedError

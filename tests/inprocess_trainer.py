@@ -175,13 +175,15 @@ class ThreadRunner:
         return exit_status(log)
 
     def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
-             limits: Limits, steps: int, progress, interval: float, on_tick) -> PollResult:
+             limits: Limits, steps: int, progress, interval: float, on_tick,
+             growing=None) -> PollResult:
         if tp is None or tp.pid not in _LAUNCHES:
             return self._processes().poll(tp, log, eval_file, expected_rows, limits=limits,
                                           steps=steps, progress=progress, interval=interval,
-                                          on_tick=on_tick)
+                                          on_tick=on_tick, growing=growing)
         return watch(lambda: running(tp.pid), log, eval_file, expected_rows, limits=limits,
-                     steps=steps, progress=progress, interval=interval, on_tick=on_tick)
+                     steps=steps, progress=progress, growing=growing, interval=interval,
+                     on_tick=on_tick)
 
     def stop(self, tp: TrainerProcess) -> None:
         launch = _LAUNCHES.get(tp.pid)

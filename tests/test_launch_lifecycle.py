@@ -58,6 +58,88 @@ def test_eval_rows_written_just_before_the_exit_are_counted(tmp_path):
     assert (res.outcome, res.returncode, res.eval_rows) == ("done", 0, 3), res
 
 
+# ---- what counts as work: a step's train file growing ---------------------------------------------
+
+# a launch that keeps appending one episode line to a file (prime-rl's current orchestrator
+# through empty batches: every arriving episode to the step still collecting, whose directory
+# never changes), for `seconds`, then exits `rc` (its own abort), or goes silent and hangs
+APPENDER = r"""
+import os, sys, time
+path, seconds, rc = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+os.makedirs(os.path.dirname(path), exist_ok=True)
+open(path, "a").write('{"ok": false}\n')
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    time.sleep(0.1)
+    with open(path, "a") as f:
+        f.write('{"ok": false}\n')
+if rc < 0:
+    time.sleep(600)   # silent from here on
+sys.exit(rc)
+"""
+
+
+def _appending_launch(tmp_path, seconds: float, rc: int, stall_s: float):
+    """A current-generation launch from checkpoint 0 to 2 whose step_1 batch is still
+    collecting: its `all` file grows for `seconds`, no second step appears. Polled as the driver
+    polls an arm (train.py: the layout's steps as progress, its progress_files as growth)."""
+    from rl_contract.current import CurrentLayout
+
+    layout, out, log = CurrentLayout(), tmp_path / "out", tmp_path / "train.log"
+    all_file = layout.train_file(out, 1)
+    tp = process.launch(Command((sys.executable, "-c", APPENDER)), [str(all_file), str(seconds), str(rc)],
+                        out, log)
+    try:
+        res = process.poll(tp, log, tmp_path / "no-eval", 0, steps=2, interval=0.05,
+                           limits=process.Limits(startup_s=30, stall_s=stall_s, eval_s=30),
+                           progress=lambda: len(layout.train_steps(out, 0, 2)),
+                           growing=lambda: layout.progress_files(out, 0, 2))
+    finally:
+        process.stop(tp, grace_s=1, log=log)
+    return res, all_file
+
+
+def test_a_launch_appending_episodes_to_one_step_past_the_stall_limit_is_not_stalled(tmp_path):
+    """prime-rl's current orchestrator through empty batches (zero-advantage groups filtered,
+    or groups with no trainable survivor: orchestrator.py:591-592,640-652, train_sink.py:28,
+    240-252,309-338@559b447) appends every arriving episode to the one step's `all` file and
+    aborts on its own after ten: that growth is work, so --stall-timeout never stops the arm
+    inside prime-rl's own window (the driver records prime-rl's abort instead of retraining)."""
+    res, all_file = _appending_launch(tmp_path, seconds=4.0, rc=1, stall_s=1.5)
+    assert (res.outcome, res.returncode) == ("failed", 1), res   # its own end, not "stalled"
+    assert process.count_lines(all_file) >= 10
+
+
+def test_a_launch_silent_past_the_stall_limit_is_still_stalled(tmp_path):
+    """The same launch, once it stops writing anything, is stopped as stalled: growth counts,
+    an unchanged file does not."""
+    res, all_file = _appending_launch(tmp_path, seconds=0.5, rc=-1, stall_s=1.5)
+    assert res.outcome == "stalled" and res.returncode is None, res
+    assert "--stall-timeout" in res.detail
+    assert process.count_lines(all_file) >= 2
+
+
+def test_the_layouts_name_the_files_whose_growth_is_work(tmp_path):
+    """Current: each of the launch's steps' train `all` file on disk (the step still collecting
+    grows there through empty batches). Classic: none; its orchestrator writes nothing while it
+    retries an empty batch (orchestrator.py:422-450,466-469@09e2977: the batch is saved only
+    once an attempt leaves a trainable rollout; the third empty one writes control/evicted.txt
+    and aborts)."""
+    from rl_contract.classic import ClassicLayout
+    from rl_contract.current import CurrentLayout
+
+    cur, out = CurrentLayout(), tmp_path / "out"
+    assert cur.progress_files(out, 3, 6) == []
+    for step in (3, 4, 5, 7):    # step_3 an earlier launch's, step_7 a spill past the window
+        cur.train_file(out, step).parent.mkdir(parents=True)
+        cur.train_file(out, step).write_text("{}\n")
+    assert cur.progress_files(out, 3, 6) == [cur.train_file(out, 4), cur.train_file(out, 5)]
+    cls = ClassicLayout()
+    cls.train_file(out, 3).parent.mkdir(parents=True)
+    cls.train_file(out, 3).write_text("{}\n")
+    assert cls.progress_files(out, 3, 6) == []
+
+
 TREE = Path(__file__).resolve().parent / "double_launcher.py"
 
 

@@ -66,7 +66,8 @@ def render_all() -> dict[str, dict]:
     return {k: tomllib.loads(v) for k, v in texts.items()}
 
 
-EVAL = {"orchestrator.eval.interval": 200, "orchestrator.eval.sampling.max_completion_tokens": 1024,
+EVAL = {"orchestrator.eval.interval": 200, "orchestrator.eval.eval_base_model": False,
+        "orchestrator.eval.sampling.max_completion_tokens": 1024,
         "orchestrator.eval.sampling.temperature": 0.0,
         "orchestrator.eval.env[0].id": "stock_arithmetic", "orchestrator.eval.env[0].num_examples": 200,
         "orchestrator.eval.env[0].rollouts_per_example": 1}
@@ -83,7 +84,7 @@ def test_rendered_configs_hold_exactly_the_classic_keys_with_the_intended_values
         "orchestrator.train.sampling.temperature": 1.0,
         "orchestrator.train.env[0].id": "stock_arithmetic", "trainer": {}, "inference": {}}
     assert flat(cfgs["overlay"]) == {
-        "ckpt.interval": 100, "orchestrator.eval.interval": 100,
+        "ckpt.interval": 100, "orchestrator.eval.interval": 100, "orchestrator.eval.eval_base_model": False,
         "orchestrator.eval.sampling.max_completion_tokens": 1024,
         "orchestrator.eval.sampling.temperature": 0.0,
         "orchestrator.eval.env[0].id": "stock_arithmetic",
@@ -233,7 +234,7 @@ def _ctx(tmp_path):
     return types.SimpleNamespace(iter_dir=lambda n: tmp_path / f"iter_{n}", dialect=D)
 
 
-def test_prestage_copies_exactly_the_trees_a_resume_reads(tmp_path):
+def test_prestage_links_exactly_the_trees_a_resume_reads(tmp_path):
     """A classic resume reads the trainer's and orchestrator's checkpoints and the step's
     broadcast, never weights/step_F (rl_contract/classic.py): those three are copied."""
     from driver.arms.arm import Arm
@@ -250,7 +251,14 @@ def test_prestage_copies_exactly_the_trees_a_resume_reads(tmp_path):
     staged = sorted(str(p.relative_to(arm.out)) for p in arm.out.rglob("*") if p.is_file())
     assert staged == ["checkpoints/step_100/payload.bin", "run_default/broadcasts/step_100/payload.bin",
                       "run_default/checkpoints/step_100/payload.bin"]
-    assert not any(p.is_symlink() for p in arm.out.rglob("*"))   # copies, not links into iter_0
+    assert not any(p.is_symlink() for p in arm.out.rglob("*"))   # no symlink into iter_0's dirs
+    # each file a hard link of iter_0's (one inode, no second copy of a checkpoint); removing
+    # the arm's name leaves iter_0's file whole
+    for rel in staged:
+        theirs = src / rel
+        assert (arm.out / rel).stat().st_ino == theirs.stat().st_ino and theirs.stat().st_nlink == 2
+    (arm.out / staged[0]).unlink()
+    assert (src / staged[0]).read_text() == (src / staged[0]).parent.name
     # a missing tree stops the run and names it
     import shutil
     shutil.rmtree(src / "run_default" / "broadcasts" / "step_100")
@@ -478,3 +486,44 @@ def test_init_from_reuses_a_prior_run_in_place(tmp_path, runs):
     assert it0["n_eval"] == 200 and it0.get("selection_acc") is not None
     summary = (run_dir / "scratchpad.md").read_text()
     assert re.search(r"iter_1 .*[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", summary), summary[-3000:]
+
+
+def test_a_machine_with_no_nvidia_driver_is_refused_before_a_run_directory(tmp_path):
+    """A real prime-rl checkout (not a stand-in) on a machine where no GPU is visible: no
+    CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH. prime-rl's launcher would fail after the
+    run directory and the launch existed; the driver refuses first, saying what the backend
+    needs and what else to use."""
+    import os
+    import stat
+
+    root = tmp_path / "prime-rl"
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "prime-rl"\nversion = "0.8.1.dev67"\n')
+    os.symlink(sys.executable, root / ".venv" / "bin" / "python")
+    bin_dir = tmp_path / "bin"          # uv is all prime-rl's launch needs on PATH
+    bin_dir.mkdir()
+    (bin_dir / "uv").write_text("#!/bin/sh\nexit 1\n")
+    (bin_dir / "uv").chmod((bin_dir / "uv").stat().st_mode | stat.S_IEXEC)
+    env = driver_env(tmp_path)
+    for k in ("DRIVER_RL_COMMAND", "CUDA_VISIBLE_DEVICES", "DRIVER_PRIME_RL_VERSION"):
+        env.pop(k, None)
+    env["PATH"] = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/bin", "/bin"])
+    runs = tmp_path / "runs"
+    r = driver(["run", "--backend", "prime_rl", "--prime-rl-dir", str(root), "--settings-from", "none",
+                *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 2, r.stderr[-3000:]
+    assert "no NVIDIA GPU is visible here (CUDA_VISIBLE_DEVICES is unset and nvidia-smi is not found)" in r.stderr
+    assert "--backend hosted" in r.stderr and "--backend local" in r.stderr and "nothing was created" in r.stderr
+    assert not runs.exists()
+
+
+def test_no_fresh_classic_run_evaluates_the_base_model_nobody_reads(tmp_path):
+    """A fresh classic run evaluates the base model at step 0 unless told not to
+    (configs/orchestrator.py:367@09e2977): iter_0's eval overlay and run B's config turn it off,
+    so the double (which files that eval as prime-rl does) writes no step_0 eval."""
+    overlay = tomllib.loads(D.render_eval_overlay(HUB, KNOBS))
+    assert overlay["orchestrator"]["eval"]["eval_base_model"] is False
+    run_b = tomllib.loads(D.render_run(arm="run_b", purpose="p", hub=HUB, knobs=KNOBS, eval_knobs=KNOBS,
+                                       train_envs=[D.hub_train_block(HUB)], resume_step=None))
+    assert run_b["orchestrator"]["eval"]["eval_base_model"] is False
+    assert classic_schema.unknown_keys(overlay) == [] and classic_schema.unknown_keys(run_b) == []

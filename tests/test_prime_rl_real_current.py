@@ -393,3 +393,60 @@ def test_the_drivers_stop_mid_step_leaves_no_process_and_frees_the_ports(prl_env
                  if any(n in " ".join(p.info["cmdline"] or []) for n in needles)]
     assert survivors == [], survivors
     process.wait_ports_free(list(ports.values()), timeout_s=30)
+
+
+@pytest.fixture(scope="module")
+def lora_run(prl_env, tmp_path_factory) -> sc.Result:
+    """A LoRA run, as configs/basic/alphabet-sort@559b447 trains one ([trainer.model.lora])."""
+    res = sc.run_rl(tmp_path_factory.mktemp("lora"), max_steps=2,
+                    extra_args=["--trainer.model.lora.rank", "8", "--trainer.model.lora.alpha", "16"])
+    assert res.rc == 0, _explain(res)
+    return res
+
+
+def _final_eval(res: sc.Result, tmp: Path, served: Path | None) -> tuple[int, str, list[dict]]:
+    """The driver's final-weights eval of the run's last broadcast: its rendered client (from
+    the served config when given), the scenario's own eval source, rl_contract/final_eval.py."""
+    import subprocess
+    import tomllib
+
+    import tomli_w
+
+    from driver.dialects import get
+    from driver.run.model import Knobs
+
+    hub = {"env_id": sc.TRAIN_ENV, "eval_size": 4, "eval_args": {}}
+    knobs = Knobs.for_backend("prime_rl", model=str(sc.model_dir()), eval_examples=4)
+    out = tmp / "final_eval"
+    cfg = tomllib.loads(get("current").render_final_eval(
+        hub, knobs, LAYOUT.broadcasts_dir(res.out), 2, out,
+        served=json.loads(served.read_text()) if served else None))
+    env_base = sc.free_ports(1)[0]
+    cfg["eval"].update(num_examples=4, env_server_base_port=env_base, source=[{
+        "name": sc.EVAL_ENV, "env": {"taskset": {"id": sc.TRAIN_ENV}, "agent": {
+            "harness": {"id": "prl-cpu-harness"}, "runtime": {"type": "subprocess"}}}}])
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "evals.toml").write_text(tomli_w.dumps(cfg))
+    env = sc._env("mixed", "data-only", tmp / "standin.jsonl", None)
+    p = subprocess.run([sys.executable, "-m", "rl_contract.final_eval", "--prime-rl-dir", str(sc.testenv().checkout),
+                        *(["--inference-config", str(served)] if served else []),
+                        "@", str(tmp / "evals.toml"), "--output-dir", str(out)],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=str(ROOT))
+    rows = out / "rollouts" / "step_2" / "eval" / "all" / "traces.jsonl"
+    return p.returncode, p.stdout + p.stderr, _jsonl(rows) if rows.exists() else []
+
+
+def test_a_lora_arm_is_measured_on_the_inference_config_rl_resolved(lora_run, tmp_path):
+    """prime-rl's own launcher turns LoRA on for the server it starts (configs/rl.py:576-578) and
+    writes that config to R/configs/inference.json; the trainer broadcasts an adapter, which
+    prime-rl's `evals` loads with /load_lora_adapter. The driver's final-weights eval, started on
+    that file, measures the arm; started as it was before (the base model, no LoRA), the adapter
+    does not load, `evals` skips the step and no row is written."""
+    served = lora_run.run_dir / "configs" / "inference.json"
+    inf = json.loads(served.read_text())
+    assert inf["vllm"]["enable_lora"] is True and inf["vllm"]["max_lora_rank"] == 8
+    assert (LAYOUT.weights_dir(lora_run.out, 2) / "adapter_config.json").is_file()
+    rc, log, rows = _final_eval(lora_run, tmp_path / "served", served)
+    assert rc == 0 and len(rows) == 4, log[-3000:]
+    rc, log, rows = _final_eval(lora_run, tmp_path / "bare", None)
+    assert rows == [] and "Failed to update inference weights to step 2" in log, log[-3000:]

@@ -84,6 +84,29 @@ def test_an_arm_whose_every_episode_errors_is_recorded_with_prime_rls_second_abo
     assert (rd / "iter_1" / "prime_out.failed-1").is_dir()
 
 
+@pytest.mark.parametrize("rule, knob, needle", [
+    ("empty batches", {"DOUBLE_TRAIN_SKILL": "1"}, "10 consecutive empty train batches"),
+    ("zero-output batches", {"DOUBLE_TRAIN_ERRORED": "1"}, "10 consecutive zero-output batch equivalents"),
+])
+def test_prime_rls_abort_window_longer_than_the_stall_timeout_is_not_stopped_as_stalled(
+        tmp_path, runs, fast_clock, rule, knob, needle):
+    """Current prime-rl spends its ten empty (or zero-output) batches on one step, appending
+    every arriving episode to that step's `all` file (orchestrator.py:591-592,640-652,
+    train_sink.py:28,240-252,309-338@559b447). With each batch taking 1 s, the window (10 s) is
+    over three times --stall-timeout (15 s on the driver's clock, 3 s here): the growing file is
+    work, so the arm reaches prime-rl's own abort and is recorded with its reason, never stopped
+    as stalled and retrained."""
+    env = current_env(tmp_path, DOUBLE_SHAPE_ARM="iter_1", DOUBLE_STEP_SECONDS="1", **knob)
+    r = driver(["run", "--max-iters", "2", *FAST, "--stall-timeout", "15s", "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "--stall-timeout" not in r.stderr, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    skipped = json.loads((rd / "iter_1" / "skipped.json").read_text())
+    assert skipped["reason"].startswith("prime-rl aborted the arm")
+    assert needle in skipped["failures"][0], skipped
+    assert len(_arm_launches(tmp_path, "iter_1")) == 1
+
+
 def test_the_probe_turns_the_filter_off_in_its_one_step_and_reads_an_abort_as_a_verdict(tmp_path):
     """The probe's launch overlays the filter's off-switch (its rows are measured, not
     aborted); and where a launch aborts all the same, the dialect reads prime-rl's reason."""
@@ -234,6 +257,36 @@ def test_init_from_a_real_classic_output_dir_with_sharded_weights(tmp_path, runs
     assert it0["source"] == "init-from" and it0["n_eval"] == 50
     assert it0["checkpoint"] == str(out / "weights" / "step_3")
     assert launches(tmp_path)[1:] == []      # only the double's own run: nothing trained
+
+
+def test_an_inherited_classic_iter_0_is_compared_under_the_setting_its_run_recorded(tmp_path, runs):
+    """A classic prime-rl output records how its final eval was sampled in the orchestrator's
+    control/orch.toml (orchestrator.py:106-110@09e2977): reused as iter_0 under that setting,
+    every later arm gets a lift against it (the setting was 'unknown' before, and no lift was
+    computed). Under another setting it is refused before a run directory, with the flags that
+    measure every arm as it was measured."""
+    from driver.reporting.summary import comparable
+
+    d = get("classic")
+    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256, eval_examples=50)
+    hub = {"env_id": "stock_arithmetic", "eval_size": 200}
+    env = driver_env(tmp_path)
+    prior = _prior(tmp_path, env, [d.render_base(hub, knobs), d.render_eval_overlay(hub, knobs)])
+    # another setting: refused, naming the flags
+    refused = tmp_path / "refused_runs"
+    r = driver(["run", "--init-from", str(prior), "--max-iters", "2", *FAST, "--eval-temperature", "0.7",
+                "--runs-dir", str(refused)], env)
+    assert r.returncode == 2 and not refused.exists(), r.stderr[-2000:]
+    assert f"--max-completion-tokens {knobs.max_completion_tokens} --eval-temperature {knobs.eval_temperature}" in r.stderr
+    r = driver(["run", "--init-from", str(prior), "--max-iters", "2", *FAST, "--runs-dir", str(runs)], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    it0 = json.loads((rd / "iter_0" / "eval_summary.json").read_text())
+    it1 = json.loads((rd / "iter_1" / "eval_summary.json").read_text())
+    assert it0["eval_config"]["max_completion_tokens"] == knobs.max_completion_tokens
+    assert it0["eval_config"]["temperature"] == knobs.eval_temperature
+    assert comparable(it0, it1)
+    assert "lift vs iter_0" in (rd / "scratchpad.md").read_text()
 
 
 def test_init_from_a_real_current_output_dir_measures_its_final_weights_then_forks_it(tmp_path, runs):

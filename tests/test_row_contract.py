@@ -91,9 +91,10 @@ def test_the_trainer_doubles_eval_rows_have_prime_rls_keys_and_no_env_name(tmp_p
     r = driver(["run", "--max-iters", "1", *FAST, "--runs-dir", str(runs)], driver_env(tmp_path))
     assert r.returncode == 0, r.stderr[-2000:]
     rd = run_dir_from(r.stdout)
-    # the base model's eval at step 0 (a fresh run) and the final eval, alone in step_max
+    # the final eval alone, in step_max: the base model's eval at step 0 a fresh run would add
+    # is turned off (eval_base_model = false: nothing reads it)
     files = sorted((rd / "iter_0" / "prime_out").rglob("eval_rollouts.jsonl"))
-    assert [f.parent.name for f in files] == ["step_0", "step_3"]
+    assert [f.parent.name for f in files] == ["step_3"]
     allowed = set(fixture("classic_eval_row")) | {"info"}   # info: written when non-empty
     for f in files:
         rows = [json.loads(line) for line in f.read_text().splitlines()]

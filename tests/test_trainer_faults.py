@@ -1,5 +1,7 @@
 """Trainer faults and a full disk: each gives a clear recorded failure, a clean stop, and a
-resume that retrains the arm, with nothing already written lost."""
+resume that retrains the arm, with nothing already written lost. The one fault prime-rl itself
+accounts for, an eval rollout that raised and was dropped (its log says how many), is measured
+as an errored episode instead."""
 from __future__ import annotations
 
 import json
@@ -46,6 +48,8 @@ def test_a_hung_trainer_is_stopped_after_the_stall_timeout_and_retrained(tmp_pat
     ({"DOUBLE_SKIP_EVAL": "1"}, "the eval file has 0/400 rows"),
     ({"DOUBLE_EVAL_ROWS": "50"}, "the eval file has 100/400 rows"),
     ({"DOUBLE_TORN_EVAL": "1"}, "line 400 is not JSON (partial write?)"),
+    # short by more than the one rollout prime-rl's log says failed
+    ({"DOUBLE_FAILED_EVAL_ROLLOUTS": "1", "DOUBLE_EVAL_ROWS": "150"}, "the eval file has 299/400 rows"),
     ({"DOUBLE_SKIP_CHECKPOINT": "1"}, "its final checkpoint is missing"),
 ])
 def test_bad_trainer_output_is_a_recorded_failure_and_resume_retrains(tmp_path, runs, fault, needle):
@@ -79,3 +83,58 @@ def test_a_torn_eval_of_an_iteration_sends_the_loop_back_to_train_it(tmp_path, r
     outs = [l["output_dir"] for l in launches(tmp_path) if l["output_dir"].endswith("/iter_1/prime_out")]
     assert len(outs) == 2 and (rd / "iter_1" / "prime_out.failed-1").exists()
     assert [i["iter"] for i in json.loads((rd / "metrics.json").read_text())["iters"]] == [0, 1]
+
+
+def test_an_eval_rollout_prime_rl_dropped_is_counted_as_errored_not_retrained(tmp_path, runs):
+    """An env-server timeout in the final eval: classic prime-rl drops the rollout from the eval
+    file and its orchestrator log says "1/200 (0.5%) rollouts failed" (rl_contract/classic.py).
+    The file, short by exactly what the log accounts for, is a measured arm whose dropped
+    rollout is an errored episode, shown apart as errored episodes are; the arm is not
+    retrained."""
+    r = driver([*RUN, "--runs-dir", str(runs)], driver_env(tmp_path, DOUBLE_FAILED_EVAL_ROLLOUTS="1"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rd = run_dir_from(r.stdout)
+    out = rd / "iter_0" / "prime_out"
+    assert "1/200 (0.5%) rollouts failed" in (out / "logs" / "orchestrator.log").read_text()
+    assert "1/200 (0.5%) rollouts failed" in (rd / "iter_0" / "train.log").read_text()
+    assert len((out / "run_default" / "rollouts" / "step_3" / "eval_rollouts.jsonl").read_text()
+               .splitlines()) == 399
+    assert [l["output_dir"] for l in launches(tmp_path)] == [str(out)]   # one launch: not retrained
+    assert not list(rd.glob("iter_0/*.failed-*"))
+    it0 = json.loads((rd / "metrics.json").read_text())["iters"][0]
+    assert (it0["n_eval"], it0["n_errored"], it0["n_selection"]) == (199, 1, 200)
+    summary = json.loads((rd / "iter_0" / "eval_summary.json").read_text())
+    assert summary["selection"]["n_errored"] == 0
+    assert "Errored eval episodes" in (rd / "scratchpad.md").read_text()
+
+
+def test_the_final_evals_failed_rollouts_are_read_off_prime_rls_log_lines(tmp_path):
+    """rl_contract.classic reads the orchestrator's warnings (envs.py:240-243@09e2977) after its
+    "Running final evals" (orchestrator.py:814): coloured as `rl` runs it, or as JSON logging
+    writes it; the in-loop evals' before it and anything that only looks like one do not count."""
+    from rl_contract.classic import (FINAL_EVALS_MESSAGE, ClassicLayout, failed_final_eval_rollouts,
+                                     failed_rollouts_message)
+
+    assert failed_rollouts_message(1, 200) == "1/200 (0.5%) rollouts failed"
+    assert failed_rollouts_message(3, 7) == "3/7 (42.9%) rollouts failed"
+    coloured = ("\x1b[2m12:00:01\x1b[0m \x1b[33m\x1b[1mWARNING\x1b[0m "
+                "\x1b[22m2/200 (1.0%) rollouts failed\x1b[0m")
+    log = [
+        "12:00:00 WARNING 5/200 (2.5%) rollouts failed",          # an in-loop eval's
+        "12:00:00    INFO Running evals at ckpt_step=1 for eval",
+        f"12:00:01    INFO {FINAL_EVALS_MESSAGE}",
+        "12:00:01 WARNING Rollout failed: env server timed out",
+        coloured,                                                  # the eval split's
+        '{"level": "WARNING", "message": "1/100 (1.0%) rollouts failed", "module": "envs"}',
+        "12:00:02 WARNING All rollouts failed for hub-selection, skipping logging metrics",
+        "12:00:02 WARNING 1/100 (3.0%) rollouts failed",          # not prime-rl's arithmetic
+        "12:00:03 SUCCESS RL training finished!",
+    ]
+    assert failed_final_eval_rollouts(log) == 3
+    assert failed_final_eval_rollouts(log[:2]) == 0              # no final eval reached
+    assert failed_final_eval_rollouts([]) == 0
+    layout = ClassicLayout()                                     # OUT/logs/orchestrator.log
+    assert layout.dropped_eval_rollouts(tmp_path) == 0
+    layout.orchestrator_log(tmp_path).parent.mkdir()
+    layout.orchestrator_log(tmp_path).write_text("\n".join(log) + "\n")
+    assert layout.dropped_eval_rollouts(tmp_path) == 3

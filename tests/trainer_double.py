@@ -26,8 +26,12 @@ Fault knobs (environment): DOUBLE_CRASH_AT_STEP=k exits 1 at step k; DOUBLE_HANG
 sleeps forever at step k; DOUBLE_STEP_SECONDS=s sleeps s per step; DOUBLE_SKIP_EVAL=1 writes no
 eval file; DOUBLE_EVAL_ROWS=n writes only n eval rows; DOUBLE_ERRORED_EVAL_ROWS=i,j,... makes
 those eval rows errored (a non-null `error`); DOUBLE_TORN_EVAL=1 (or =ARM, e.g. iter_1: that arm
-only) cuts the last eval line in half; DOUBLE_SKIP_CHECKPOINT=1 writes no checkpoint trees. Each
-still exits 0.
+only) cuts the last eval line in half; DOUBLE_SKIP_CHECKPOINT=1 writes no checkpoint trees;
+DOUBLE_FAILED_EVAL_ROLLOUTS=k makes the first k rollouts of the final eval raise, as an env-server
+timeout does: prime-rl drops them from the eval file and its orchestrator logs, per eval env,
+"n/total (p%) rollouts failed" after "Running final evals" (orchestrator/envs.py:206-209,224-227,
+236-243 and orchestrator.py:814@09e2977; rl_contract/classic.py), into OUT/logs/orchestrator.log
+and, through `rl`'s tail of it, the launch's own log. Each still exits 0.
 
 Production shape (an arm on real GPUs is silent for long stretches at known places):
 DOUBLE_STARTUP_SECONDS=s sleeps s before its first step (vLLM and the trainer starting; an eval
@@ -38,9 +42,9 @@ DOUBLE_TORCHRUN_GRACE_SECONDS=s (tests/double_launcher.py) wedge a rank's and to
 teardowns; DOUBLE_IGNORE_TERM=1 makes the launcher ignore
 SIGTERM (only SIGKILL stops it; its tree is then left to the caller); DOUBLE_TRAIN_SKILL=p
 solves a train rollout with probability p (0 or 1: no group has a reward spread, as for a
-dataset the student never or always solves). DOUBLE_SHAPE_ARM=DIR applies these and
-DOUBLE_HANG_AT_STEP to that arm only (its directory name, e.g. run_a_best_from_iter0, or
-`probe` for the gradient probe's one-step launch). Each launch's entry in DOUBLE_LAUNCH_LOG
+dataset the student never or always solves). DOUBLE_SHAPE_ARM=DIR applies these,
+DOUBLE_HANG_AT_STEP and DOUBLE_FAILED_EVAL_ROLLOUTS to that arm only (its directory name, e.g.
+run_a_best_from_iter0, or `probe` for the gradient probe's one-step launch). Each launch's entry in DOUBLE_LAUNCH_LOG
 lists, as `alive_before`, the pids of earlier launches and of their trees still running when it
 started: a second arm started beside a live one (or its orphaned rank) shows there.
 
@@ -251,7 +255,8 @@ def knob(name: str, default: str = "") -> str:
     only = os.environ.get("DOUBLE_SHAPE_ARM")
     shaped = name in ("DOUBLE_STARTUP_SECONDS", "DOUBLE_EVAL_SECONDS", "DOUBLE_EVAL_ROW_SECONDS",
                       "DOUBLE_IGNORE_TERM", "DOUBLE_HANG_AT_STEP", "DOUBLE_TRAIN_SKILL",
-                      "DOUBLE_RANK_IGNORES_TERM", "DOUBLE_TORCHRUN_GRACE_SECONDS", "DOUBLE_TRAIN_ERRORED")
+                      "DOUBLE_RANK_IGNORES_TERM", "DOUBLE_TORCHRUN_GRACE_SECONDS", "DOUBLE_TRAIN_ERRORED",
+                      "DOUBLE_FAILED_EVAL_ROLLOUTS")
     if shaped and only and only != ARM:
         return default
     return os.environ.get(name, default) or default
@@ -352,7 +357,7 @@ def main(argv: list[str], in_process_pid: int | None = None) -> int:
     else:
         rc = rl_classic(cfg)
     if tree is not None:
-        tree.cleanup()   # entrypoints/rl.py:405-407: after the run, as after a failure
+        tree.cleanup()   # entrypoints/rl.py:358-360@09e2977, :405-407@559b447: after the run, as after a failure
     return rc
 
 
@@ -387,7 +392,7 @@ def write_weights(w: Path, step: int, skill: float) -> None:
 
 def rl_classic(cfg: dict) -> int:
     """The classic `rl`, as rl_contract/classic.py states it (each line cited there)."""
-    from rl_contract.classic import MAX_EMPTY_BATCH_ATTEMPTS, ClassicLayout
+    from rl_contract.classic import FINAL_EVALS_MESSAGE, MAX_EMPTY_BATCH_ATTEMPTS, ClassicLayout
 
     layout = ClassicLayout()
     out = Path(cfg.get("output_dir", "outputs"))
@@ -398,6 +403,9 @@ def rl_classic(cfg: dict) -> int:
     if batch % rpe:
         print("batch_size must be divisible by rollouts_per_example", file=sys.stderr)
         return 1
+    # each launch's orchestrator log starts empty (entrypoints/rl.py:142-143,245)
+    layout.orchestrator_log(out).parent.mkdir(parents=True, exist_ok=True)
+    layout.orchestrator_log(out).write_text("")
     ckpt = cfg.get("ckpt") or {}
     resume = ckpt.get("resume_step")
     start = 0
@@ -431,8 +439,11 @@ def rl_classic(cfg: dict) -> int:
     interval = int(ckpt.get("interval") or max_steps)
     filtering = zero_advantage_enforced(orch)
     rdir = out / "run_default"
-    (rdir / "control").mkdir(parents=True, exist_ok=True)   # orchestrator.py:103-106 (orch.toml)
-    (rdir / "control" / "orch.toml").write_text("")
+    # orchestrator.py:106-110: the orchestrator's resolved config, None values left out (the
+    # double writes the composed [orchestrator] table: its eval sampling is what the driver reads)
+    (rdir / "control").mkdir(parents=True, exist_ok=True)
+    import tomli_w
+    (rdir / "control" / "orch.toml").write_text(tomli_w.dumps(orch))
     if eval_envs and resume is None and eval_cfg.get("eval_base_model", True):
         # a fresh run evaluates the base model at step 0 (eval_utils.py:22-24)
         write_eval_rows(layout.eval_file(out, 0), eval_lines(eval_envs, 0.2))
@@ -475,7 +486,11 @@ def rl_classic(cfg: dict) -> int:
     # the final eval alone lands in step_max (orchestrator.py:813-834): every eval env's rows in
     # one file, in config order, unlabelled
     path = layout.eval_file(out, layout.final_eval_step(max_steps))
-    lines = [] if os.environ.get("DOUBLE_SKIP_EVAL") else eval_lines(eval_envs, skill)
+    if eval_envs:
+        orchestrator_says(out, "info", FINAL_EVALS_MESSAGE)   # orchestrator.py:814
+    failed = int(knob("DOUBLE_FAILED_EVAL_ROLLOUTS", "0"))
+    lines = [] if os.environ.get("DOUBLE_SKIP_EVAL") else \
+        eval_lines(eval_envs, skill, failed=failed, log=lambda m: orchestrator_says(out, "warning", m))
     if lines:
         write_eval_rows(path, lines)
     torn = os.environ.get("DOUBLE_TORN_EVAL")
@@ -514,15 +529,33 @@ def sample_batch(train_rows: dict, content: dict, batch: int, rpe: int, step: in
     return rows
 
 
+def orchestrator_says(out: Path, level: str, message: str) -> None:
+    """One line of the orchestrator's log as its logger formats it (utils/logger.py:100-114,142
+    @09e2977; the colours LOGURU_FORCE_COLORS turns on, rl.py:254, left out): into
+    OUT/logs/orchestrator.log, where `rl` sends the orchestrator's stdout (rl.py:245-249), and
+    into `rl`'s own stdout, the launch's log, through its `tail -F` of that file (rl.py:324-327)."""
+    from rl_contract.classic import ClassicLayout
+
+    # the clock time is fixed: a launch in a thread and the same launch as a process write the
+    # same files (tests/test_inprocess_trainer.py), whichever second they cross
+    line = f"00:00:00 {level.upper():>7} {message}"
+    with open(ClassicLayout().orchestrator_log(out), "a") as f:
+        f.write(line + "\n")
+    print(line, flush=True)
+
+
 def write_train_rows(path: Path, rows: list[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def eval_lines(eval_envs: list[dict], skill: float) -> list[str]:
+def eval_lines(eval_envs: list[dict], skill: float, failed: int = 0, log=None) -> list[str]:
     """Every eval env's rows, in config order, unlabelled: prime-rl's classic eval rows carry the
     env's metrics and no env name (rl_contract/rows.py); the one metric simulated is the
-    selection label, 1 on every row."""
+    selection label, 1 on every row. The first `failed` rollouts (in config order) raise: they
+    are no row, and `log` gets, for each env that lost any, the orchestrator's warning
+    (orchestrator/envs.py:236-243@09e2977: only the rollouts that came back are kept)."""
+    from rl_contract.classic import failed_rollouts_message
     from rl_contract.rows import SELECTION_METRIC
 
     lines = []
@@ -533,7 +566,13 @@ def eval_lines(eval_envs: list[dict], skill: float) -> list[str]:
         if os.environ.get("DOUBLE_EVAL_ROWS"):
             rows = rows[:int(os.environ["DOUBLE_EVAL_ROWS"])]
         errored = {int(x) for x in os.environ.get("DOUBLE_ERRORED_EVAL_ROWS", "").split(",") if x}
+        raised = min(failed, len(rows))
+        failed -= raised
+        if raised and log is not None:
+            log(failed_rollouts_message(raised, len(rows)))
         for i, r in enumerate(rows):
+            if i < raised:
+                continue
             # the env's id without the run's tag (`_<6 hex>`, the selection env's): as in a real
             # trainer, no name a run picks for itself enters a draw, so one seed gives one result
             env_key = re.sub(r"_[0-9a-f]{6}$", "", e["id"])

@@ -104,9 +104,38 @@ def append(path: Path, episodes: list[dict]) -> None:
         f.write("".join(json.dumps(e) + "\n" for e in episodes))
 
 
+# transports/weights/filesystem.py:35-62@559b447: a LoRA run broadcasts the adapter alone
+# (utils/weights.py:54: adapter_model.safetensors) with adapter_config.json (trainer/lora.py:331)
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_config.json")
+
+
 def weights_skill(broadcast: Path) -> float:
     """The double's weights carry its skill in the shard's placeholder bytes."""
-    return json.loads((broadcast / "model.safetensors").read_text())["skill"]
+    shard = "adapter_model.safetensors" if (broadcast / "adapter_config.json").exists() else "model.safetensors"
+    return json.loads((broadcast / shard).read_text())["skill"]
+
+
+def resolved_inference(cfg: dict) -> dict:
+    """The inference config `rl` writes to R/configs/inference.json and starts its server on
+    (entrypoints/rl.py:46,87-95,122-123,195@559b447): the [inference] table with the shared
+    model, the router and its engine port (configs/inference.py:440-444,511-515), and, when the
+    trainer trains an adapter, LoRA turned on at its rank (configs/rl.py:576-578)."""
+    import copy
+
+    inf = copy.deepcopy(cfg["inference"])
+    server = inf.setdefault("server", {})
+    server.setdefault("port", 8000)
+    vllm = inf.setdefault("vllm", {})
+    vllm.setdefault("model", (cfg.get("model") or {}).get("name", "Qwen/Qwen3-0.6B"))
+    if "router" not in inf:
+        inf["router"] = {"type": "vllm-router", "policy": "consistent_hash"}
+    if inf["router"] is not None:
+        inf.setdefault("backend_port", int(server["port"]) + 100)
+    lora = ((cfg.get("trainer") or {}).get("model") or {}).get("lora")
+    if lora is not None:
+        vllm["enable_lora"] = True
+        vllm["max_lora_rank"] = int(lora.get("rank", 16))
+    return inf
 
 
 def rl(cfg: dict) -> int:
@@ -165,6 +194,10 @@ def rl(cfg: dict) -> int:
     # configs/orchestrator.py:270: zero-advantage samples are filtered unless turned off
     filtering = (orch.get("train") or {}).get("filter_zero_advantages", True)
     R.mkdir(parents=True, exist_ok=True)
+    if cfg.get("inference") is not None:
+        (R / "configs").mkdir(exist_ok=True)
+        (R / "configs" / "inference.json").write_text(json.dumps(resolved_inference(cfg), indent=2))
+    lora = ((cfg.get("trainer") or {}).get("model") or {}).get("lora")
     ev = orch.get("eval")
     if ev and resume is None and not ev.get("skip_first_step"):
         write_eval(R / "rollouts" / "step_1" / "eval" / "all" / "traces.jsonl", ev["source"],
@@ -232,7 +265,11 @@ def rl(cfg: dict) -> int:
             # tokenizer (utils/weights.py:184-234: one shard is model.safetensors)
             b = R / "broadcasts" / f"step_{step}"
             b.mkdir(parents=True, exist_ok=True)
-            (b / "model.safetensors").write_text(json.dumps({"step": step, "skill": skill}))
+            if lora is not None:
+                (b / ADAPTER_FILES[0]).write_text(json.dumps({"step": step, "skill": skill}))
+                (b / ADAPTER_FILES[1]).write_text(json.dumps({"r": lora.get("rank"), "lora_alpha": lora.get("alpha")}))
+            else:
+                (b / "model.safetensors").write_text(json.dumps({"step": step, "skill": skill}))
             (b / "STABLE").write_text("")
             old = R / "broadcasts" / f"step_{step - 2}"
             if old.exists() and (step - 2) % interval:
@@ -273,23 +310,56 @@ def write_eval(path: Path, sources: list[dict], default_n: int, skill: float, st
     return len(lines)
 
 
+def _marker(port: int) -> dict | None:
+    path = Path(os.environ.get("DOUBLE_SERVER_DIR", "/tmp")) / f"ready-{port}"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _port(url: str) -> int:
+    from urllib.parse import urlparse
+
+    return urlparse(str(url)).port or 8000
+
+
 def wait_for_server(cfg: dict) -> str | None:
     """utils/client.py:174-200: poll the server until it is ready, for up to
     eval.client.wait_for_ready_timeout (1800 s, configs/shared.py:157); the inference double
     marks readiness in DOUBLE_SERVER_DIR (DOUBLE_READY_TIMEOUT_SECONDS scales the wait).
     Returns the model the server serves, or None when it never became ready."""
-    from urllib.parse import urlparse
-
     url = ((cfg.get("eval") or {}).get("client") or {}).get("base_url", "http://localhost:8000/v1")
-    port = urlparse(url).port or 8000
-    marker = Path(os.environ.get("DOUBLE_SERVER_DIR", "/tmp")) / f"ready-{port}"
     timeout = float(os.environ.get("DOUBLE_READY_TIMEOUT_SECONDS",
                                    (cfg.get("eval") or {}).get("client", {}).get("wait_for_ready_timeout", 1800)))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if marker.exists():
-            return json.loads(marker.read_text())["model"]
+        m = _marker(_port(url))
+        if m is not None:
+            return m["model"]
         time.sleep(0.05)
+    return None
+
+
+def weight_update_error(cfg: dict, broadcast: Path) -> str | None:
+    """Why `pool.update_weights` fails, or None: it posts /pause, /update_weights (or
+    /load_lora_adapter for an adapter broadcast, evals.py:350-357@559b447), /resume to the admin
+    clients (`eval.client.admin_base_url`, else the base URL: utils/client.py:128-156). A router
+    that does not forward admin calls answers 404 (whether the pinned one does is open:
+    DOUBLE_ROUTER_FORWARDS_ADMIN); an engine without LoRA cannot load an adapter (prime-rl's
+    /load_lora_adapter returns vLLM's error: inference/vllm/server.py:90-116)."""
+    client = (cfg.get("eval") or {}).get("client") or {}
+    admin = client.get("admin_base_url") or [client.get("base_url", "http://localhost:8000/v1")]
+    adapter = (broadcast / "adapter_config.json").exists()
+    for url in (admin if isinstance(admin, list) else [admin]):
+        m = _marker(_port(url))
+        if m is None:
+            return f"ConnectError: All connection attempts failed ({url})"
+        if m.get("role") == "router" and not m.get("forwards_admin", True):
+            return f"HTTPStatusError: Client error '404 Not Found' for url '{url}/pause'"
+        if adapter and not m.get("enable_lora"):
+            return (f"HTTPStatusError: Client error '400 Bad Request' for url '{url}/load_lora_adapter' "
+                    "(LoRA is not enabled on the server: start it with enable_lora)")
     return None
 
 
@@ -321,8 +391,14 @@ def evals(cfg: dict) -> int:
             if time.monotonic() > deadline:
                 return fail(f"no stable broadcast at {broadcast}")
             time.sleep(0.05)
+        why = weight_update_error(cfg, broadcast)
+        if why is not None:   # evals.py:356-364: the step is skipped, the run goes on and ends
+            print(f"Failed to update inference weights to step {step} - skipping evals: {why}", file=sys.stderr)
+            print("Evals finished!")
+            return 0
         skill = weights_skill(broadcast)   # pool.update_weights(broadcast_dir), :357
     path = out / "rollouts" / f"step_{step}" / "eval" / "all" / "traces.jsonl"
+    pause(float(os.environ.get("DOUBLE_EVALS_SECONDS", "0") or 0))   # a long epoch
     if os.environ.get("DOUBLE_SKIP_EVAL"):
         print("Evals finished!")
         return 0

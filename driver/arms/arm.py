@@ -85,8 +85,26 @@ def eval_knobs(ctx: Ctx, arm: Arm) -> Knobs:
     return ctx.knobs.model_copy(update={"eval_examples": max(ctx.knobs.eval_examples, *sizes)})
 
 
+def expected_eval_rows_by_split(ctx: Ctx, arm: Arm) -> dict[str, int]:
+    """Rows of the final eval file per split ("eval", "selection"): every eval env block the
+    configs carry (the eval split, and the selection split when the hub env has one), as the
+    dialect renders them."""
+    rows = {"eval": 0, "selection": 0}
+    for b in ctx.dialect.eval_env_blocks(ctx.hub, eval_knobs(ctx, arm)):
+        split = "selection" if b.get("name") == ctx.dialect.selection_env else "eval"
+        rows[split] += b["num_examples"] * b.get("rollouts_per_example", b.get("group_size", 1))
+    return rows
+
+
 def expected_eval_rows(ctx: Ctx, arm: Arm) -> int:
-    """Rows of the final eval file: every eval env block the configs carry (the eval split, and
-    the selection split when the hub env has one), as the dialect renders them."""
-    return sum(b["num_examples"] * b.get("rollouts_per_example", b.get("group_size", 1))
-               for b in ctx.dialect.eval_env_blocks(ctx.hub, eval_knobs(ctx, arm)))
+    """Rows of the final eval file: every split's (expected_eval_rows_by_split)."""
+    return sum(expected_eval_rows_by_split(ctx, arm).values())
+
+
+def eval_rows_complete(rows: int, expected: int, dropped: int) -> bool:
+    """An eval file of `rows` rows measures its arm: it holds all `expected`, or (classic
+    prime-rl leaves out an eval rollout that raised, an env-server timeout, and its log says
+    how many: the dialect's dropped_eval_rollouts) it is short by exactly the `dropped` the log
+    accounts for, and holds some row. Those are errored episodes of the arm (evaluate counts
+    them), never a reason to retrain it; a file short by anything else is incomplete."""
+    return rows >= expected or (rows > 0 and dropped > 0 and rows + dropped == expected)

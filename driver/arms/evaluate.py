@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from driver import faults
 from driver.analysis import evaluation
-from driver.arms.arm import Arm, eval_knobs
+from driver.arms.arm import Arm, eval_knobs, expected_eval_rows_by_split
 from driver.arms.train import retire_failed
 from driver.run.arm_files import ArmFiles, set_aside
 from driver.backends import process
@@ -62,6 +62,7 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
                 (arm.dir / ArmFiles.TRAIN_DONE).unlink(missing_ok=True)
                 retire_failed(arm)
             raise
+        _count_dropped(ctx, arm, summary)
         summary.update(_train_reward(ctx, arm))
         summary["checkpoint"] = str(ctx.dialect.checkpoint_trees(arm.out, final)[1].relative_to(ctx.rd.path))
         summary["final_step"] = final
@@ -74,6 +75,29 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         ctx.say(f"[{arm.name}] evaluated: " + _accuracy_line(summary))
     faults.point("evaluate:after-summary")
     return summary
+
+
+def _count_dropped(ctx: Ctx, arm: Arm, summary: dict) -> None:
+    """The eval rollouts prime-rl left out of the file because they raised (classic: its log
+    says how many, not of which env; train.py measured the arm because they account for the
+    gap exactly) are errored episodes, counted apart like any errored row: each split is given
+    what the file lacks of its configured rows, up to the log's count. How many were counted is
+    kept as `eval_dropped`."""
+    dropped = ctx.dialect.dropped_eval_rollouts(arm.out)
+    if not dropped:
+        return
+    want = expected_eval_rows_by_split(ctx, arm)
+    left = dropped
+    for split, s in (("eval", summary), ("selection", summary.get("selection"))):
+        if not s:
+            continue
+        missing = min(left, max(0, want[split] - s["n_eval"] - s.get("n_errored", 0)))
+        s["n_errored"] = s.get("n_errored", 0) + missing
+        left -= missing
+    if dropped - left:
+        summary["eval_dropped"] = dropped - left
+        ctx.say(f"[{arm.name}] {dropped - left} eval rollout(s) raised in prime-rl and are not in "
+                "the eval file (its orchestrator log says so): counted as errored episodes")
 
 
 def _accuracy_line(summary: dict) -> str:

@@ -7,11 +7,14 @@ never launched twice.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from driver import faults
-from driver.arms.arm import Arm, config_files, eval_knobs, expected_eval_rows, train_knobs
+from driver.arms.arm import (Arm, config_files, eval_knobs, eval_rows_complete, expected_eval_rows,
+                             train_knobs)
 from driver.arms.render import PROBE_PURPOSE, write_config
 from driver.backends import process
 from driver.backends.base import Command
@@ -27,10 +30,22 @@ from rl_contract import composition
 
 
 
+def _link_or_copy(src: str, dst: str) -> None:
+    """A hard link where the filesystem allows one (a checkpoint's files are written once and
+    never changed in place: a resumed run writes new step dirs, and a cleanup unlinks only its
+    own name), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def prestage(ctx: Ctx, arm: Arm) -> None:
-    """Copy the trees a run resuming at iter_0's step F reads into this arm's output dir
+    """Stage the trees a run resuming at iter_0's step F reads in this arm's output dir
     (rl_contract: the trainer's and orchestrator's checkpoints and the step's broadcast; the
-    HF weights are never read on resume, so they are not copied)."""
+    HF weights are never read on resume, so they are not staged). Files are hard-linked, not
+    copied: a classic DCP checkpoint with its optimizer state is several times the model's
+    size, and every arm and probe stages one."""
     f = arm.resume_step
     src = ctx.iter_dir(0) / ArmFiles.OUT
     trees = ctx.dialect.resume_trees(src, f)
@@ -46,7 +61,7 @@ def prestage(ctx: Ctx, arm: Arm) -> None:
         tmp = d.with_name(d.name + ".staging")
         if tmp.exists():
             shutil.rmtree(tmp)
-        shutil.copytree(s.resolve(), tmp, symlinks=False)
+        shutil.copytree(s.resolve(), tmp, symlinks=False, copy_function=_link_or_copy)
         tmp.rename(d)  # a tree is either fully staged or absent
 
 
@@ -107,8 +122,11 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
             # the run's --seed reaches the trainer's sampling too (a flag after the checks)
             return args + ctx.trainer.seed_args(st.seed)
 
+        # an eval rollout that raised is left out of the file where prime-rl's log says so
+        # (classic): the arm is measured without it, not retrained
         res = _launch_and_wait(ctx, arm.name, ctx.trainer.trainer(), prepare, arm.out, arm.log, eval_file,
-                               expected, arm.resume_step or 0, final, "trainer")
+                               expected, arm.resume_step or 0, final, "trainer",
+                               dropped=lambda: ctx.dialect.dropped_eval_rollouts(arm.out))
         if res.outcome == "failed":
             _raise_if_aborted(ctx, arm, final)
         if res.outcome != "done":
@@ -123,6 +141,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
                               f"({', '.join(missing)}); every later arm resumes from it. Check the "
                               f"output disk, then `driver resume {ctx.rd.path}` retrains this arm.")
         atomic_write_json(done_marker, {"final_step": final, "eval_rows": res.eval_rows,
+                                        "eval_dropped": max(0, expected - res.eval_rows),
                                         "end_ts": now()})
         ctx.trainer_done()
     if separate_eval:
@@ -183,10 +202,15 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
             raise DriverError(f"[{arm.name}] no final weights at {weights}: the arm's run must "
                               "broadcast its weights to the filesystem. Retrain it: remove "
                               f"{arm.dir / ArmFiles.TRAIN_DONE} and `driver resume {ctx.rd.path}`.")
-        text = ctx.dialect.render_final_eval(ctx.hub, eval_knobs(ctx, arm), weights.parent, final, out)
+        # the eval server is started on the inference config the arm's own launch resolved
+        # (its [inference] table, ports and LoRA settings), as rl started training's
+        served = ctx.dialect.served_config(arm.out)
+        text = ctx.dialect.render_final_eval(ctx.hub, eval_knobs(ctx, arm), weights.parent, final, out,
+                                             served=json.loads(served.read_text()) if served else None)
         ctx.dialect.check_final_eval(text)
         atomic_write_text(cfg, text)
-        return ["@", str(cfg), "--output-dir", str(out)]
+        return ([] if served is None else ["--inference-config", str(served)]) + \
+            ["@", str(cfg), "--output-dir", str(out)]
 
     evaluator = ctx.trainer.final_evaluator()
     if evaluator is None:
@@ -202,15 +226,22 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
 
 def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path, log: Path,
                      eval_file: Path, expected: int, start: int, final: int,
-                     what: str, point: str = "train") -> process.PollResult:
+                     what: str, point: str = "train",
+                     dropped: Callable[[], int] | None = None) -> process.PollResult:
     """Launch (once, with prepare()'s arguments) or re-attach, then poll until the process ends:
-    done needs exit status 0 and `expected` rows in eval_file."""
+    done needs exit status 0 and `expected` rows in eval_file, or as many less as `dropped()`
+    (read once the launch has ended: the eval rollouts its log says raised and were left out)
+    accounts for exactly."""
     st = ctx.state
     runner = ctx.runner()
     steps = {"start_step": start, "final_step": final}
+
+    def complete(rows: int) -> bool:
+        return eval_rows_complete(rows, expected, dropped() if dropped and rows < expected else 0)
+
     tp = runner.find(st.trainer, out)
     if tp is None:
-        if runner.exit_status(log) == 0 and process.count_lines(eval_file) >= expected:
+        if runner.exit_status(log) == 0 and complete(process.count_lines(eval_file)):
             return process.PollResult("done", 0, process.count_lines(eval_file))
         args = prepare()
         _ports_free(ctx, label, args)
@@ -234,8 +265,18 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
     limits = process.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s)
     res = runner.poll(tp, log, eval_file, expected, limits=limits, steps=final - start,
                       progress=lambda: len(ctx.dialect.train_steps(out, start, final)),
+                      growing=lambda: ctx.dialect.progress_files(out, start, final),
                       interval=ctx.poll_interval, on_tick=tick)
     printer.close()
+    if res.outcome == "failed" and res.returncode == 0 and dropped is not None:
+        # exited 0 short of `expected` rows: rows its log says prime-rl dropped are no gap
+        n = dropped()
+        if eval_rows_complete(res.eval_rows, expected, n):   # evaluate counts them as errored
+            res = process.PollResult("done", 0, res.eval_rows)
+        elif n:
+            res = process.PollResult("failed", 0, res.eval_rows, f"{res.detail}; prime-rl's log "
+                                     f"accounts for {n} of the {expected - res.eval_rows} missing "
+                                     "(eval rollouts that raised)")
     if res.outcome in ("stalled", "timeout"):
         # a silent or overlong trainer is ours to stop, and is gone before anything else is
         # launched (it is never relaunched while alive, nor left running); resume retrains

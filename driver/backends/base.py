@@ -7,7 +7,7 @@ runs one (driver/backends/process.py).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -73,9 +73,12 @@ class Runner(Protocol):
 
     def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
              limits: Limits, steps: int, progress: Callable[[], int], interval: float,
-             on_tick: Callable[[int], None] | None) -> PollResult:
+             on_tick: Callable[[int], None] | None,
+             growing: Callable[[], Iterable[Path]] | None = None) -> PollResult:
         """Wait until the launch ends ("done" / "failed") or overruns its limits ("stalled" /
-        "timeout", still running)."""
+        "timeout", still running). `progress()` counts its new train steps; a new one, a new
+        eval row, or growth of a file `growing()` names (the dialect's progress_files, where the
+        runner sees the launch's files) is a sign of work."""
         ...
 
     def stop(self, tp: TrainerProcess) -> None:
@@ -113,8 +116,9 @@ class Backend(Protocol):
 
     def final_evaluator(self) -> Command | None:
         """What measures an arm's final weights where the dialect's `rl` never does (called as
-        CMD @ evals.toml --output-dir DIR, the config naming the base model and, in its
-        [online] block, the broadcast to load into it), or None."""
+        CMD [--inference-config FILE] @ evals.toml --output-dir DIR, the config naming the base
+        model and, in its [online] block, the broadcast to load into it; FILE, where the arm's
+        launch wrote one, the inference config to serve it with), or None."""
         ...
 
     def runner(self) -> Runner:

@@ -76,9 +76,10 @@ class PrimeRL:
 
         if "orchestrator" in cfg or "trainer" in cfg:
             return launch.server_ports(cfg, self.dialect)
-        url = ((cfg.get("eval") or {}).get("client") or {}).get("base_url", "http://localhost:8000/v1")
-        port = urlparse(str(url)).port or launch.DEFAULT_SERVER_PORT
-        return launch.server_ports({"inference": {"server": {"port": port}}}, self.dialect)
+        client = (cfg.get("eval") or {}).get("client") or {}
+        urls = [client.get("base_url", "http://localhost:8000/v1"), *(client.get("admin_base_url") or [])]
+        ports = [urlparse(str(u)).port or launch.DEFAULT_SERVER_PORT for u in urls]
+        return list(dict.fromkeys(ports))
 
     def describe(self) -> str:
         return " ".join(self.rl.argv) + (f" (in {self.rl.cwd})" if self.rl.cwd else "")
@@ -99,7 +100,8 @@ def build(prime_rl_dir: str | None) -> PrimeRL:
             raise UsageError(
                 f"prime-rl {version} is the current generation, whose `rl` never evaluates its final "
                 f"weights; with {RL_COMMAND_VAR} standing in for `rl`, set {EVALS_COMMAND_VAR} to what "
-                "stands in for the final-weights eval (called as CMD @ evals.toml --output-dir DIR; "
+                "stands in for the final-weights eval (called as CMD [--inference-config FILE] @ "
+                "evals.toml --output-dir DIR, FILE the arm's R/configs/inference.json; "
                 "`python -m rl_contract.final_eval --prime-rl-dir DIR` is the real one).")
         return PrimeRL(Command(tuple(shlex.split(override))), sys.executable, dialect=dialect,
                        prime_rl_version=version, version_source=source, stand_in=override,
@@ -178,3 +180,46 @@ def canonical_config(prime_rl_dir: str | None, dataset: str) -> str | None:
             if p.is_file():
                 return str(p.resolve())
     return None
+
+
+def canonical_candidates(prime_rl_dir: str | None) -> list[Path]:
+    """Every canonical rl.toml of the checkout (configs/*/rl.toml, configs/basic/*/rl.toml)."""
+    root = checkout_dir(prime_rl_dir)
+    if root is None:
+        return []
+    return sorted({p.resolve() for pattern in ("configs/*/rl.toml", "configs/basic/*/rl.toml")
+                   for p in root.glob(pattern) if p.is_file()})
+
+
+def _model_of(path: Path) -> str | None:
+    import tomllib
+
+    try:
+        name = (tomllib.loads(path.read_text()).get("model") or {}).get("name")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return name if isinstance(name, str) else None
+
+
+def _size(model: str | None) -> str | None:
+    import re
+
+    m = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)B(?![a-z])", model or "")
+    return m.group(1) if m else None
+
+
+def closest_canonical(candidates: list[Path], model: str) -> tuple[list[Path], str]:
+    """The canonical configs closest to a run of `model` on an env that has none of its own:
+    those that train the same model, else a model of the same size (Qwen3-0.6B and an SFT of
+    it); the list is empty where none does, and the reason says which rule picked them."""
+    models = {c: _model_of(c) for c in candidates}
+    same = [c for c in candidates if models[c] == model]
+    if same:
+        return same, f"it trains {model} too"
+    size = _size(model)
+    sized = [c for c in candidates if size and _size(models[c]) == size]
+    return sized, (f"it trains a {size}B model, as {model} is" if sized else "")
+
+
+def describe_candidates(candidates: list[Path]) -> str:
+    return "; ".join(f"{c} ({_model_of(c) or 'no [model] name'})" for c in candidates)

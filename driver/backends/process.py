@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +114,17 @@ def reap(tp: ProcessIdentity) -> None:
         pass
 
 
+def file_sizes(paths: Iterable[Path]) -> tuple[tuple[str, int], ...]:
+    """Each file's size (a file not there is left out): a change in it is growth."""
+    sizes = []
+    for p in paths:
+        try:
+            sizes.append((str(p), os.stat(p).st_size))
+        except OSError:
+            continue
+    return tuple(sizes)
+
+
 def count_lines(path: Path) -> int:
     try:
         with open(path, "rb") as f:
@@ -143,6 +154,7 @@ def exit_status(log: Path) -> int | None:
 
 def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
          limits: Limits, steps: int = 0, progress: Callable[[], int] | None = None,
+         growing: Callable[[], Iterable[Path]] | None = None,
          interval: float = 1.0, on_tick: Callable[[int], None] | None = None,
          between_reads: Callable[[], None] | None = None) -> PollResult:
     """`watch` a launched process tree: alive while its wrapper is, or anything of its group
@@ -156,11 +168,13 @@ def poll(tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: i
         return is_alive(tp) or bool(group_members(tp))
 
     return watch(alive, log, eval_file, expected_rows, limits=limits, steps=steps,
-                 progress=progress, interval=interval, on_tick=on_tick, between_reads=between_reads)
+                 progress=progress, growing=growing, interval=interval, on_tick=on_tick,
+                 between_reads=between_reads)
 
 
 def watch(alive: Callable[[], bool], log: Path, eval_file: Path, expected_rows: int, *,
           limits: Limits, steps: int = 0, progress: Callable[[], int] | None = None,
+          growing: Callable[[], Iterable[Path]] | None = None,
           interval: float = 1.0, on_tick: Callable[[int], None] | None = None,
           between_reads: Callable[[], None] | None = None) -> PollResult:
     """Wait until the launch has ended (status file written, or `alive()` false), it shows no
@@ -169,12 +183,15 @@ def watch(alive: Callable[[], bool], log: Path, eval_file: Path, expected_rows: 
 
     Done means exit status 0 and a complete eval file. The eval file filling up first is not
     enough on its own: the trainer may still be writing checkpoints after its final eval.
-    `progress()` counts the launch's new train steps on disk (of `steps`); a new step or a new
-    eval row is a sign of work. A stalled or timed-out trainer is still running: the caller
-    stops it (`stop`) before anything else is launched.
+    `progress()` counts the launch's new train steps on disk (of `steps`); a new step, a new
+    eval row, or growth of a file `growing()` names (what the launch writes while a step is
+    under way: the dialect's progress_files) is a sign of work. A stalled or timed-out trainer
+    is still running: the caller stops it (`stop`) before anything else is launched.
     """
     start = clock.monotonic()
-    last_progress = (0, 0)   # silence counts from the launch (or re-attach), not the first tick
+    # silence counts from the launch (or re-attach), not the first tick; files already there
+    # then count as they are
+    last_progress: tuple = (0, 0, file_sizes(growing()) if growing is not None else ())
     last_change = start
     cap = limits.cap_s(steps)
     while True:
@@ -202,15 +219,17 @@ def watch(alive: Callable[[], bool], log: Path, eval_file: Path, expected_rows: 
             return PollResult("failed", rc, rows, f"trainer exited with status {rc}")
         t = clock.monotonic()
         done = progress() if progress is not None else 0
-        if (done, rows) != last_progress:
-            last_progress, last_change = (done, rows), t
+        sizes = file_sizes(growing()) if growing is not None else ()
+        if (done, rows, sizes) != last_progress:
+            last_progress, last_change = (done, rows, sizes), t
         silent = t - last_change
         if steps and done == 0 and rows == 0 and silent >= limits.startup_s:
             return PollResult("stalled", None, rows, f"no train step within {limits.startup_s:.0f}s "
                               "of launch (--startup-timeout)")
         if 0 < done < steps and silent >= limits.stall_s:
             return PollResult("stalled", None, rows, f"no new train step or eval row for "
-                              f"{limits.stall_s:.0f}s (--stall-timeout)")
+                              f"{limits.stall_s:.0f}s, and nothing written to a step under way "
+                              "(--stall-timeout)")
         if done >= steps and silent >= (limits.eval_s if steps else limits.startup_s + limits.eval_s):
             return PollResult("stalled", None, rows, f"the final eval wrote {rows}/{expected_rows} rows "
                               f"and no new one for {silent:.0f}s after the last step (--eval-timeout)")
@@ -419,9 +438,10 @@ class ProcessRunner:
 
     def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
              limits: Limits, steps: int, progress: Callable[[], int], interval: float,
-             on_tick: Callable[[int], None] | None) -> PollResult:
+             on_tick: Callable[[int], None] | None,
+             growing: Callable[[], Iterable[Path]] | None = None) -> PollResult:
         res = poll(tp, log, eval_file, expected_rows, limits=limits, steps=steps,
-                   progress=progress, interval=interval, on_tick=on_tick)
+                   progress=progress, growing=growing, interval=interval, on_tick=on_tick)
         if tp is not None and res.outcome in ("done", "failed") and tree_alive(tp, log):
             # the launch has ended, but not all it started (a rank its launcher's cleanup
             # missed, a server still going): nothing else starts beside it

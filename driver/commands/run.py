@@ -84,8 +84,10 @@ def main(a) -> int:
             state.base_config = found
     if state.base_config:
         state.base_config = str(Path(state.base_config).resolve())
-        _check_base_config(Path(state.base_config), backend.dialect)
-    launch_notes = _one_eval_setting(state, set(values)) + _check_launch_prerequisites(state, backend)
+        _check_base_config(Path(state.base_config), backend.dialect, state.knobs())
+    settings_note = _settings_source(state, backend)
+    launch_notes = (_one_eval_setting(state, set(values)) + _check_launch_prerequisites(state, backend)
+                    + ([settings_note] if settings_note else []))
     introspected = _introspect_first(state, backend)
     refusal = backends.episode_refusal(backend, introspected[0])   # never run as another kind
     if refusal:
@@ -269,11 +271,86 @@ def _check_launch_prerequisites(state, backend) -> list[str]:
     return notes
 
 
-def _check_base_config(path, dialect: str) -> None:
+def _settings_source(state, backend) -> str | None:
+    """Where the hub env has no canonical config of its own (prime_rl backend, no
+    --base-config), the settings every arm trains with: --settings-from's file, prime-rl's
+    defaults (`none`), or the closest canonical config of the checkout, chosen here and named in
+    the header. Several equally close, or none close, is refused, listing them, before anything
+    is created: the procedure starts from the closest canonical config, never silently from
+    defaults. Returns the header line."""
+    from pathlib import Path
+
+    from driver.backends.prime_rl import (canonical_candidates, closest_canonical,
+                                          describe_candidates)
+    from driver.errors import UsageError
+
+    if state.base_config:
+        if state.settings_from:
+            raise UsageError("--settings-from is for an env without a canonical config; "
+                             f"--base-config {state.base_config} is iter_0's whole config already. "
+                             "Pass one of them; nothing was created.")
+        return None
+    if state.backend != "prime_rl":
+        return None
+    what = "its trainer, optimizer, inference, sampling and batch settings, not its envs"
+    if state.settings_from == "none":
+        return ("settings: prime-rl's defaults (--settings-from none): no canonical config's "
+                "trainer, optimizer or inference settings")
+    if state.settings_from:
+        path = Path(state.settings_from).resolve()
+        state.settings_from = str(path)
+        _check_settings(path, backend.dialect)
+        return f"settings: {path} (--settings-from): {what}"
+    candidates = canonical_candidates(state.prime_rl_dir)
+    if not candidates:
+        return (f"settings: prime-rl's defaults: no canonical config for {state.dataset}, and no "
+                "prime-rl checkout to choose the closest from (--settings-from PATH names one)")
+    closest, why = closest_canonical(candidates, state.model)
+    if len(closest) == 1:
+        state.settings_from = str(closest[0])
+        _check_settings(closest[0], backend.dialect)
+        return (f"settings: {closest[0]}, the closest canonical config ({state.dataset} has none; "
+                f"{why}): {what}. --settings-from PATH picks another, --settings-from none "
+                "trains on prime-rl's defaults")
+    shown = closest or candidates
+    raise UsageError(
+        f"{state.dataset} has no canonical config in {state.prime_rl_dir or 'the prime-rl checkout'}, "
+        + (f"and {len(closest)} are equally close ({why}): " if closest else
+           f"and none trains {state.model} or a model of its size. The candidates: ")
+        + describe_candidates(shown)
+        + ". Pass --settings-from PATH (one of them: every arm trains with its settings, never its "
+        "envs), --settings-from none (prime-rl's defaults) or --base-config PATH (iter_0's whole "
+        "config); nothing was created.")
+
+
+def _check_settings(path, dialect: str) -> None:
+    """A --settings-from file must be TOML whose keys prime-rl's configs of this dialect know."""
+    import tomllib
+
+    from driver.arms.arm import shared_settings
+    from driver.dialects import classic_schema, current_schema
+    from driver.errors import UsageError
+
+    if not path.is_file():
+        raise UsageError(f"--settings-from {path} is not a file; nothing was created.")
+    try:
+        cfg = shared_settings(tomllib.loads(path.read_text()))
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"--settings-from {path} is not valid TOML: {e}; nothing was created.") from None
+    unknown = (current_schema if dialect == "current" else classic_schema).unknown_keys(cfg)
+    if unknown:
+        raise UsageError(f"--settings-from {path}: prime-rl ({dialect}) would reject its key(s) "
+                         f"{', '.join(unknown)}; is it a config of the other generation? Nothing "
+                         "was created.")
+
+
+def _check_base_config(path, dialect: str, knobs) -> None:
     """Refuse, before anything is created, a base config prime-rl would reject on its own:
     unreadable TOML, unknown keys, bad batch arithmetic, no train env, checked against the
-    dialect the trainer speaks. The launch checks the full composition (with the eval overlay
-    and flags) again before iter_0 trains."""
+    dialect the trainer speaks, with iter_0's flags. The launch checks the full composition
+    (with the eval overlay) again before iter_0 trains."""
+    from pathlib import Path
+
     from driver import dialects
     from driver.errors import DriverError, UsageError
     from rl_contract import composition
@@ -281,7 +358,14 @@ def _check_base_config(path, dialect: str) -> None:
     if not path.is_file():
         raise UsageError(f"--base-config {path} is not a file")
     try:
-        dialects.get(dialect).check_effective(composition.compose(["@", str(path)]))
+        d = dialects.get(dialect)
+        # as iter_0 launches it: with its flags (run name, length, the knobs) and, on the
+        # current generation, under the eval overlay's filesystem broadcast (a canonical config
+        # leaves both to prime-rl's defaults, as configs/basic/*/rl.toml@559b447 all do)
+        cfg = composition.compose(["@", str(path), *d.iter0_overrides(knobs, Path("OUT"))])
+        if dialect == "current":
+            cfg = composition.deep_merge(cfg, {"weight_broadcast": {"type": "filesystem"}})
+        d.check_effective(cfg)
     except (composition.CompositionError, DriverError) as e:
         raise UsageError(f"base config {path} does not compose for prime-rl's {dialect} "
                          f"configs: {e}") from None

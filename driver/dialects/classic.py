@@ -105,8 +105,11 @@ class ClassicDialect(ClassicLayout):
         return cfg
 
     def _eval(self, hub: dict, eval_knobs: Knobs, interval: int) -> dict:
-        """An [orchestrator.eval] table: at the final step, the knobs' eval keys, every eval env."""
-        table: dict = {"interval": interval}
+        """An [orchestrator.eval] table: at the final step, the knobs' eval keys, every eval env.
+        A fresh run (iter_0, run B) would also evaluate the base model at step 0
+        (orchestrator.py:367@09e2977, eval_base_model = True): a whole eval epoch, run B's on
+        the whole eval split, that nothing reads, so it is turned off."""
+        table: dict = {"interval": interval, "eval_base_model": False}
         knob_keys.apply({"orchestrator": {"eval": table}}, KNOB_KEYS, eval_knobs, "eval")
         table["env"] = self.eval_env_blocks(hub, eval_knobs)
         return table
@@ -159,8 +162,11 @@ class ClassicDialect(ClassicLayout):
         return [gen] if hub_block is None else [hub_block, gen]
 
     def render_final_eval(self, hub: dict, knobs: Knobs, broadcasts: Path, step: int,
-                          output_dir: Path) -> str:
+                          output_dir: Path, served: dict | None = None) -> str:
         raise UsageError("the classic generation evaluates its final weights in the run itself")
+
+    def served_config(self, out: Path) -> Path | None:
+        return None   # the run's own server measures its final weights
 
     def check_final_eval(self, text: str) -> dict:
         raise UsageError("the classic generation has no standalone final-weights eval")

@@ -28,7 +28,7 @@ from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs
 from rl_contract import launch
-from rl_contract.current import RUN_NAME, CurrentLayout, engine_admin_url, eval_view
+from rl_contract.current import ENGINE_PORT_OFFSET, RUN_NAME, CurrentLayout, eval_view
 
 TRAIN_SOURCE = "train"
 HUB_SOURCE = "hub-train"      # run B's second source: the hub taskset itself
@@ -168,23 +168,37 @@ class CurrentDialect(CurrentLayout):
         return _header(f"{arm}: {purpose}") + tomli_w.dumps(cfg)
 
     def render_final_eval(self, hub: dict, knobs: Knobs, broadcasts: Path, step: int,
-                          output_dir: Path) -> str:
+                          output_dir: Path, served: dict | None = None) -> str:
         """prime-rl's `evals` config for an arm's final weights, in its online mode: the base
         model served under its own name (as in training), the arm's broadcast at `step` loaded
         into it (`[online]` with the retrigger at the resume step: evals.py:239-270,327-367), and
-        every eval source once, written to output_dir/rollouts/step_<step>."""
+        every eval source once, written to output_dir/rollouts/step_<step>. `served` is the
+        inference config the arm's `rl` resolved (served_config), the eval server's: its client
+        takes data through the server port and sends admin calls (pause, update_weights,
+        resume, the metrics scrape) to the engine behind the router, as rl's own launcher wires
+        them (configs/rl.py:816-824@559b447); without it, a standalone server on the default
+        port with its router."""
+        host, ports = "localhost", [EVAL_SERVER_PORT, EVAL_SERVER_PORT + ENGINE_PORT_OFFSET]
+        if served is not None:
+            host = (served.get("server") or {}).get("host") or host
+            ports = launch.server_ports({"inference": served}, "current")
         cfg: dict = {"model": knobs.model, "output_dir": str(output_dir),
                      "online": {"broadcasts_dir": str(broadcasts), "max_steps": step, "resume_step": step},
                      "eval": {"retrigger_on_resume": True,
-                              # data through the router, admin calls (pause, update_weights,
-                              # resume) to the engine behind it, as rl's own launcher wires them
-                              "client": {"base_url": f"http://localhost:{EVAL_SERVER_PORT}/v1",
-                                         "admin_base_url": [engine_admin_url(EVAL_SERVER_PORT)]}}}
+                              "client": {"base_url": f"http://{host}:{ports[0]}/v1",
+                                         "admin_base_url": [f"http://{host}:{ports[-1]}/v1"]}}}
         # an evals config holds the eval keys at its top level ([eval], not [orchestrator.eval])
         knob_keys.apply(cfg, KNOB_KEYS, knobs, "eval", prefix="orchestrator.")
         cfg["eval"]["source"] = self.eval_env_blocks(hub, knobs)
         return _header("Final-weights eval: prime-rl's run never evaluates v(max_steps); `evals` loads\n"
                        "the final broadcast into the base model's server.") + tomli_w.dumps(cfg)
+
+    def served_config(self, out: Path) -> Path | None:
+        """The inference config an arm's `rl` resolved and started its server on, which the
+        final-weights eval starts its own server on (rl_contract/final_eval.py); None where the
+        launch had no [inference] and wrote none."""
+        path = self.run_dir(out) / "configs" / "inference.json"
+        return path if path.is_file() else None
 
     def iter0_overrides(self, knobs: Knobs, output_dir: Path) -> list[str]:
         return ["--max-steps", str(knobs.steps_per_run), "--output-dir", str(output_dir),

@@ -114,17 +114,26 @@ def iter0_configs(ctx: Ctx) -> list[Path]:
         ctx.dialect.check_rendered(text)
         atomic_write_text(overlay, text)
     shared = ctx.rd.path / "canonical_shared.toml"
-    if ctx.state.base_config and not shared.exists():
+    source = base if ctx.state.base_config else _settings_file(ctx.state.settings_from)
+    if source is not None and not shared.exists():
         import tomllib
 
         import tomli_w
 
         # every later arm trains with the canonical config's optimizer, trainer and inference
         # settings, as iter_0 does (driver.arms.arm.config_files)
-        settings = shared_settings(tomllib.loads(base.read_text()))
+        settings = shared_settings(tomllib.loads(source.read_text()))
         atomic_write_text(shared, "# The canonical config's settings every arm trains with "
-                                  f"(from {base}).\n" + tomli_w.dumps(settings))
+                                  f"(from {source}).\n" + tomli_w.dumps(settings))
+    if not ctx.state.base_config and shared.exists():
+        # no canonical config of the hub env's own: iter_0 is the rendered base over the
+        # closest one's settings (--settings-from), composed as every later arm is
+        return [shared, base, overlay]
     return [base, overlay]
+
+
+def _settings_file(settings_from: str | None) -> Path | None:
+    return Path(settings_from) if settings_from and settings_from != "none" else None
 
 
 def _without_wandb(canonical: Path, copy: Path) -> Path:
@@ -262,21 +271,71 @@ def init_from_source(state, dialect) -> tuple[InitSource, int]:
     if missing or f is None:   # iter_0 would be reused without these
         raise UsageError(f"--init-from {given} is missing: " + ", ".join(missing[:6])
                          + (f" (and {len(missing) - 6} more)" if len(missing) > 6 else ""))
+    refuse_unmeasurable_setting(state, dialect, source, given)
     return source, f
+
+
+SETTING_FLAGS = (("max_completion_tokens", "--max-completion-tokens"), ("temperature", "--eval-temperature"))
+
+
+def prior_eval_setting(dialect, source: InitSource) -> dict | None:
+    """The eval setting the reused iter_0's final eval was measured under: the prior driver
+    run's as it recorded it, else what the prime-rl output itself recorded (classic: the
+    orchestrator's control/orch.toml), else None."""
+    from driver.run.files import read_json
+
+    prior = source.arm / ArmFiles.EVAL_SUMMARY
+    recorded = read_json(prior).get("eval_config") if prior.is_file() else None
+    if isinstance(recorded, dict) and not recorded.get("unknown"):
+        return recorded
+    own = dialect.recorded_eval_setting(source.out)
+    return {**own, "measures": dialect.final_eval_measures} if own else None
+
+
+def _same_setting(prior: dict | None, own: dict) -> bool:
+    return prior is not None and all(prior.get(k) == own.get(k) for k, _ in SETTING_FLAGS)
+
+
+def refuse_unmeasurable_setting(state, dialect, source: InitSource, given: Path) -> None:
+    """A classic iter_0 is measured only inside a training run (its final eval), so a reused
+    one keeps the setting it was measured under; where that is not this run's, no lift against
+    it could be computed: refused, naming the flags that measure every arm the same way."""
+    if dialect.separate_final_eval:
+        return   # the current generation measures the inherited weights again instead
+    prior = prior_eval_setting(dialect, source)
+    own = {"max_completion_tokens": state.max_completion_tokens, "temperature": state.eval_temperature}
+    if _same_setting(prior, own):
+        return
+    if prior is None:
+        raise UsageError(
+            f"--init-from {given}: nothing records how its final eval was sampled (no "
+            "eval_summary.json of a driver run, no run_default/control/orch.toml), so no lift "
+            "against it could be computed, and classic prime-rl evaluates weights only inside a "
+            "training run. Reuse a run that kept its control/orch.toml, or start without --init-from.")
+    unset = [flag for key, flag in SETTING_FLAGS if prior.get(key) is None]
+    if unset:
+        raise UsageError(
+            f"--init-from {given}: its final eval left {' and '.join(unset)} to the inference "
+            "server's default, which no flag of this run reproduces, so no lift against it could "
+            "be computed. Start without --init-from (iter_0 is trained and measured like every arm).")
+    flags = " ".join(f"{flag} {prior[key]}" for key, flag in SETTING_FLAGS)
+    raise UsageError(
+        f"--init-from {given}: its final eval was sampled with max_completion_tokens "
+        f"{prior['max_completion_tokens']} and temperature {prior['temperature']}; this run would "
+        f"measure every arm with {own['max_completion_tokens']} and {own['temperature']}, and a "
+        f"lift is computed only between arms measured alike. Pass {flags} to build on it, or "
+        "start without --init-from. Nothing was created.")
 
 
 def _reused_eval_config(ctx: Ctx, source: InitSource, arm: Arm, measured: bool) -> dict:
     """The eval setting a reused iter_0 was measured under: this run's own where this run
-    measured it, the prior driver run's as it recorded it, else unknown (a prime-rl directory
-    says nothing of it), and the summary then compares nothing with it."""
+    measured it, else the one it recorded (prior_eval_setting), else unknown, and the summary
+    then compares nothing with it."""
     from driver.arms.evaluate import eval_config
-    from driver.run.files import read_json
 
     if measured:
         return eval_config(ctx, arm)
-    prior = source.arm / ArmFiles.EVAL_SUMMARY
-    recorded = read_json(prior).get("eval_config") if prior.is_file() else None
-    return recorded if isinstance(recorded, dict) else {"unknown": True}
+    return prior_eval_setting(ctx.dialect, source) or {"unknown": True}
 
 
 def init_from(ctx: Ctx) -> None:
@@ -288,12 +347,21 @@ def init_from(ctx: Ctx) -> None:
     directory whose prime_out/ was reused (a driver run's iter_0/)."""
     from driver.arms.train import final_eval
 
+    from driver.arms.evaluate import eval_config
+
     source, f = init_from_source(ctx.state, ctx.dialect)
     out = source.out
     dst = ctx.iter_dir(0) / ArmFiles.OUT
+    arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
     trees = [*ctx.dialect.resume_trees(out, f), ctx.dialect.weights_dir(out, f),
              ctx.dialect.rollouts_dir(out)]
-    if ctx.dialect.separate_final_eval:
+    # the current generation's final weights are measured again under this run's own eval
+    # setting unless the reused eval was measured exactly so (then its eval dir is linked)
+    reuse_eval = (ctx.dialect.separate_final_eval and ctx.dialect.eval_file(out, f).exists()
+                  and _same_setting(prior_eval_setting(ctx.dialect, source), eval_config(ctx, arm))
+                  and not (ctx.dialect.final_eval_dir(dst, f).exists()
+                           and not ctx.dialect.final_eval_dir(dst, f).is_symlink()))
+    if reuse_eval:
         trees.append(ctx.dialect.final_eval_dir(out, f))
     for tree in trees:
         if tree.exists():
@@ -301,10 +369,9 @@ def init_from(ctx: Ctx) -> None:
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists():
                 os.symlink(tree, link)
-    arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
     eval_file = ctx.dialect.eval_file(dst, f)
-    measured_here = ctx.dialect.separate_final_eval and not eval_file.exists()
-    if measured_here:
+    measured_here = ctx.dialect.separate_final_eval and not reuse_eval
+    if measured_here:   # re-entrant: a finished measurement is not launched again
         final_eval(ctx, arm, f)
     summary = evaluation.aggregate(eval_file, selection_env=ctx.dialect.selection_env,
                                    view=ctx.dialect.eval_view)

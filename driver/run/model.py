@@ -242,6 +242,12 @@ class RunConfig(Knobs):
     base_config: str | None = setting(
         help="canonical iter_0 rl.toml (default: the prime-rl checkout's configs/<env>/rl.toml "
              "when there is one, else rendered from templates)")
+    settings_from: str | None = setting(
+        help="where the hub env has no canonical config: another env's canonical rl.toml whose "
+             "settings (trainer, optimizer, inference, sampling, batch, deployment; never its "
+             "envs) every arm and iter_0 train with. Default: the closest in the prime-rl "
+             "checkout (same model, else same model size), named in the run header; `none` "
+             "trains on prime-rl's defaults")
     env_args: dict = setting(
         default_factory=dict, parse="json",
         help="JSON object of load_environment arguments for the hub env; every hub env block "
@@ -277,8 +283,10 @@ class RunConfig(Knobs):
              "with a longer one)")
     stall_timeout_s: float = setting(
         1800, flag="--stall-timeout", parse="duration", gt=0, resumable=True,
-        help="a trainer that writes no new train step for this long between two steps is "
-             "stopped and the arm marked failed; `driver resume` retrains it")
+        help="a trainer that writes no new train step for this long between two steps (nor, on "
+             "prime-rl's current generation, an episode to the step under way: it keeps writing "
+             "them through empty batches until its own abort) is stopped and the arm marked "
+             "failed; `driver resume` retrains it")
     eval_timeout_s: float = setting(
         flag="--eval-timeout", parse="duration", gt=0, resumable=True,
         by_backend={"prime_rl": 7200, "local": 1800, "hosted": 7200},

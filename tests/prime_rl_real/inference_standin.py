@@ -85,6 +85,7 @@ class State:
         self.tok = AutoTokenizer.from_pretrained(args.model)
         self.weight_dir: str | None = None
         self.loras: dict[str, str] = {}
+        self.enable_lora = args.enable_lora
         self.ready = False
         self.resumed = asyncio.Event()
         self.resumed.set()
@@ -176,6 +177,14 @@ async def admin(request: Request):
     elif path == "/update_weights":
         st.weight_dir = body.get("weight_dir")
     elif path.endswith("/load_lora_adapter"):
+        if not st.enable_lora:
+            # prime-rl's /load_lora_adapter returns vLLM's ErrorResponse with its status
+            # (inference/vllm/server.py:110-116@559b447); an engine started without enable_lora
+            # has no LoRA manager to load into. The exact status is vLLM's: open to a GPU
+            # (bench/gpu_facts.sh, section 6); here a 400.
+            st.log(request, 400, body=body, note="LoRA is not enabled (no --enable-lora)")
+            return JSONResponse({"error": {"message": "LoRA is not enabled on this server", "code": 400}},
+                                status_code=400)
         st.loras[str(body.get("lora_name"))] = str(body.get("lora_path"))
         st.weight_dir = body.get("lora_path", st.weight_dir)
     elif path.endswith("/unload_lora_adapter"):
@@ -430,6 +439,8 @@ def parse_args(argv=None):
     p.add_argument("--port", type=int, required=True, help="server (router) port")
     p.add_argument("--backend-port", type=int, default=None, help="engine (admin) port; none = one port")
     p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--enable-lora", action="store_true", help="vllm.enable_lora: adapters load")
+    p.add_argument("--max-lora-rank", type=int, default=None)
     p.add_argument("--policy", default=env("PRL_STANDIN_POLICY") or "mixed")
     p.add_argument("--router", choices=["forward", "data-only"], default=env("PRL_STANDIN_ROUTER") or "forward")
     p.add_argument("--no-metrics", dest="metrics", action="store_false",

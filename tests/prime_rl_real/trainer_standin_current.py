@@ -79,10 +79,15 @@ def resume_step(config: TrainerConfig, ckpt_dir: Path) -> int | None:
     return steps[-1] if steps else None
 
 
-def broadcast(out: Path, step: int) -> None:
-    # filesystem.py:39-41 (mkdir step dir), :72-75 (touch STABLE)
+def broadcast(out: Path, step: int, lora=None) -> None:
+    # filesystem.py:39-41 (mkdir step dir), :72-75 (touch STABLE); a LoRA run broadcasts the
+    # adapter alone with its adapter_config.json (:43-55: save_state_dict(adapter=True),
+    # save_lora_config), which evals loads by /load_lora_adapter (evals.py:350-357)
     d = get_step_path(get_broadcast_dir(out), step)
     d.mkdir(parents=True, exist_ok=True)
+    if lora is not None:
+        (d / "adapter_config.json").write_text(json.dumps({"r": lora.rank, "lora_alpha": lora.alpha,
+                                                           "peft_type": "LORA"}))
     (d / "STABLE").touch()
 
 
@@ -112,7 +117,8 @@ def main() -> int:
         say("only the filesystem rollout transport and weight broadcast are stood in for")
         return 2
 
-    broadcast(out, step - 1)                             # startup policy v{start-1} (train.py:275-277)
+    lora = config.model.lora
+    broadcast(out, step - 1, lora)                       # startup policy v{start-1} (train.py:275-277)
     receivers = [FileSystemMicroBatchReceiver(out, r, step) for r in range(world)]
     log = out / LOG_NAME
     while True:
@@ -137,7 +143,7 @@ def main() -> int:
         with open(log, "a") as f:
             f.write(json.dumps(record) + "\n")
         say(f"step {step}: {record}")
-        broadcast(out, step)                             # v{step} (train.py:593)
+        broadcast(out, step, lora)                       # v{step} (train.py:593)
         if interval and not is_last and step % interval == 0:   # train.py:602-611
             checkpoint(ckpt_dir, step)
         if is_last:                                      # train.py:713-715

@@ -8,7 +8,7 @@ import os
 import re
 import secrets
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,7 +119,10 @@ class HostedRunner:
 
     def poll(self, tp: TrainerProcess | None, log: Path, eval_file: Path, expected_rows: int, *,
              limits: Limits, steps: int, progress: Callable[[], int], interval: float,
-             on_tick: Callable[[int], None] | None) -> PollResult:
+             on_tick: Callable[[int], None] | None,
+             growing: Callable[[], Iterable[Path]] | None = None) -> PollResult:
+        # `growing` names local files; a hosted run's are on its volume until it ends, and
+        # only the platform's step count is seen while it runs
         if tp is None:
             return PollResult("failed", None, count_lines(eval_file), "no hosted run to poll")
         out = Path(tp.output_dir)
