@@ -102,6 +102,16 @@ tail -3 "$OUT/wandb.log" >/dev/null
 fact "wandb.init without a key in a detached process: $(grep -qi 'api key\|wandb.errors' "$OUT/wandb.log" && echo fails || echo 'does not fail')"
 if [ "$CURRENT" = 1 ]; then
   fact "episodes spilled into step_3 of the 2-step run: $(ls "$R"/run/rollouts/step_3/train/all/traces.jsonl >/dev/null 2>&1 && wc -l < "$R"/run/rollouts/step_3/train/all/traces.jsonl || echo 0)"
+  fact "partial groups (fewer episodes than the group size) in the 2-step run's all files: $(python3 - "$R" <<'PY'
+import collections, json, pathlib, sys
+partial = 0
+for f in sorted(pathlib.Path(sys.argv[1]).glob("run/rollouts/step_*/train/all/traces.jsonl")):
+    ids = collections.Counter((json.loads(l).get("group") or {}).get("id") for l in f.read_text().splitlines() if l.strip())
+    size = max(ids.values(), default=0)
+    partial += sum(1 for n in ids.values() if n < size)
+print(partial)
+PY
+)"
   serve() {   # CONFIG_FILE LOG: start `inference @ FILE` as rl does, wait for its health
     uv run inference @ "$1" > "$2" 2>&1 &
     SERVER=$!

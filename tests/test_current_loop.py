@@ -231,3 +231,28 @@ def test_the_recommended_weights_export_as_a_model_directory_from_pretrained_loa
     assert (dest / "model.safetensors").read_bytes() == (Path(out["weights"]) / "model.safetensors").read_bytes()
     r = driver(["export-model", str(run_dir), "--to", str(dest)], env)
     assert r.returncode == 2 and "exists" in r.stderr
+
+
+@pytest.mark.parametrize("partial", ["1", "0"])
+def test_partial_groups_in_the_all_files_or_none_every_arm_is_measured(tmp_path, runs, partial):
+    """prime-rl appends each episode to `all` as it arrives, under the step still collecting
+    (orchestrator.py:591-592@559b447): a group in flight at a ship leaves its first episodes
+    under the step before. How many straddle is timing, so the double does either
+    (DOUBLE_PARTIAL_GROUPS) and the loop must not depend on it."""
+    r = driver(["run", "--max-iters", "2", "--seed", "7", *FAST, "--eval-examples", "40",
+                "--runs-dir", str(runs)], current_env(tmp_path, DOUBLE_PARTIAL_GROUPS=partial))
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = run_dir_from(r.stdout)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [m["iter"] for m in metrics["iters"]] == [0, 1] and len(metrics["controls"]) == 3
+    d = get("current")
+    out = run_dir / "iter_0" / "prime_out"
+    sizes = []
+    final = json.loads((run_dir / "iter_0" / "eval_summary.json").read_text())["final_step"]
+    for step in d.launch_train_steps(0, final):   # the spilled step after it is cut short anyway
+        groups = Counter(json.loads(line)["group"]["id"] for line in d.train_file(out, step).read_text().splitlines())
+        sizes += groups.values()
+    group_size = tomllib.loads((run_dir / "iter_0" / "base_rl.toml").read_text())["orchestrator"]["group_size"]
+    assert (min(sizes) < group_size) == (partial == "1"), Counter(sizes)
+    summary = json.loads((run_dir / "iter_0" / "eval_summary.json").read_text())
+    assert summary["train_diagnose"]["groups"] > 0

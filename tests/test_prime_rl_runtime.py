@@ -311,6 +311,32 @@ def test_init_from_a_real_current_output_dir_measures_its_final_weights_then_for
     assert any(m["iter"] == 1 and m.get("eval_acc") is not None for m in _metrics(rd)["iters"])
 
 
+def test_an_inherited_current_iter_0_measured_under_another_setting_is_measured_again(tmp_path, runs):
+    """A prior driver run measured its iter_0 at eval temperature 0.0; this run measures every
+    arm at 0.5. The current generation can measure any broadcast on its own, so the inherited
+    weights are measured again under this run's setting (the prior run's eval was reused
+    before, and no lift against it was computed); the prior run's files are left as they were."""
+    from driver.reporting.summary import comparable
+
+    env = current_env(tmp_path)
+    r = driver(["run", "--max-iters", "1", *FAST, "--eval-examples", "40", "--runs-dir", str(runs / "a")], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first = run_dir_from(r.stdout)
+    theirs = first / "iter_0" / "prime_out" / "final_eval"
+    before = sorted((p.relative_to(theirs), p.stat().st_mtime_ns) for p in theirs.rglob("*") if p.is_file())
+    r = driver(["run", "--init-from", str(first), "--max-iters", "2", *FAST, "--eval-examples", "40",
+                "--eval-temperature", "0.5", "--runs-dir", str(runs / "b")], env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rd = run_dir_from(r.stdout)
+    it0 = json.loads((rd / "iter_0" / "eval_summary.json").read_text())
+    it1 = json.loads((rd / "iter_1" / "eval_summary.json").read_text())
+    assert it0["eval_config"]["temperature"] == 0.5 and comparable(it0, it1)
+    assert (rd / "iter_0" / "final_eval.log").exists()
+    ours = rd / "iter_0" / "prime_out" / "final_eval"
+    assert ours.is_dir() and not ours.is_symlink()
+    assert sorted((p.relative_to(theirs), p.stat().st_mtime_ns) for p in theirs.rglob("*") if p.is_file()) == before
+
+
 # ---- errored episodes ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dialect", ["classic", "current"])

@@ -19,13 +19,20 @@ step_{max+1}/train/all (DOUBLE_SPILL_GROUPS, default 1: how many is not settled 
 prime-rl's own orchestrator, run in tests/test_prime_rl_real_*, showed none). With the filesystem
 broadcast, R/broadcasts/step_N holds a weight shard and STABLE only (no config, no tokenizer;
 step-2 cleaned unless on the checkpoint interval). R/checkpoints/step_N/{trainer,orchestrator},
-R/metrics.jsonl, and the base eval as step_1 when [orchestrator.eval] is set.
+R/metrics.jsonl, and the base eval as step_1 when [orchestrator.eval] is set. `all` is written as
+episodes arrive: the first half of a batch's last group lands under the step before
+(DOUBLE_PARTIAL_GROUPS, default 1; 0 keeps every group whole under its own step).
 
 `evals @ evals.toml --output-dir D` (through `uv run evals`, tests/prime_rl_bin/uv): waits for
 the inference server (the inference double's readiness marker), then standalone evaluates what
 it serves at step 0, or online loads the broadcast at `online.resume_step` (with
-`eval.retrigger_on_resume`) and writes its episodes under that step. DOUBLE_ERRORED_EVAL_ROWS
-makes those eval rows errored episodes (ok = false, no traces).
+`eval.retrigger_on_resume`) and writes its episodes under that step. The load goes to the
+admin URL (`eval.client.admin_base_url`, else the base URL): a router that does not forward
+admin calls, or an adapter broadcast (a LoRA run's) into a server without LoRA, fails it, and
+evals skips the step and writes nothing (weight_update_error). With [inference], `rl` writes
+R/configs/inference.json as prime-rl's launcher resolves it (resolved_inference), and a LoRA
+run broadcasts an adapter. DOUBLE_ERRORED_EVAL_ROWS makes the eval rows errored episodes (ok =
+false, no traces); DOUBLE_EVALS_SECONDS makes the epoch last that long.
 
 Learning is not simulated: correctness is a deterministic function of the train rows' content
 and the resume step, carried in the broadcast's shard. Fault knobs as trainer_double.py.
@@ -234,8 +241,17 @@ def rl(cfg: dict) -> int:
             # every request of the arm fails: errored episodes, no trainable survivor
             episodes = [{**e, "ok": False, "errors": ["ModelError: the inference request failed"],
                          "traces": []} for e in episodes]
-        # every arriving episode is logged to `all` under the step still collecting (:591-592)
-        append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl", episodes)
+        # every arriving episode is logged to `all` under the step still collecting (:591-592),
+        # as it arrives: a group still in flight when the previous step shipped left its first
+        # episodes under that step, so `all` holds partial groups (DOUBLE_PARTIAL_GROUPS=0: the
+        # batch's groups whole under their own step; how many straddle is timing)
+        early = []
+        if knob("DOUBLE_PARTIAL_GROUPS", "1") == "1" and step > start + 1 and group > 1 and episodes:
+            gid = episodes[-1]["group"]["id"]
+            early = [e for e in episodes if e["group"]["id"] == gid][: group // 2]
+            append(R / "rollouts" / f"step_{step - 1}" / "train" / "all" / "traces.jsonl", early)
+        append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl",
+               [e for e in episodes if not any(e is x for x in early)])
         if episodes and all(not e["ok"] for e in episodes):
             # orchestrator/train_sink.py:240-252,309-338: groups with no trainable survivor
             # count their owed episodes; a batch's worth is one zero-output batch equivalent,
