@@ -159,6 +159,12 @@ def test_a_resume_that_renames_the_train_source_or_drops_the_agent_is_refused():
     del cfg["orchestrator"]["train"]["source"][0]["env"]["agent"]
     with pytest.raises(UsageError, match="remote sandbox"):
         D.check_effective(cfg)
+    # an env whose role has another name (configs/basic/wordle@559b447: `player`) is read by it
+    cfg["orchestrator"]["train"]["source"][0]["env"]["player"] = {"harness": {"id": "null"}}
+    with pytest.raises(UsageError, match="its 'player' role"):
+        D.check_effective(cfg)
+    cfg["orchestrator"]["train"]["source"][0]["env"]["player"]["runtime"] = {"type": "subprocess"}
+    D.check_effective(cfg)
     cfg = _good()
     cfg["orchestrator"]["renderer"] = {"name": "qwen3"}
     cfg["model"]["name"] = "my-org/tiny"                 # any model, with an explicit renderer

@@ -339,3 +339,15 @@ def test_the_drivers_stop_mid_step_leaves_no_process_and_frees_the_port(env_dir,
     assert process.tree_alive(tp, log) == []
     assert sc.survivors(str(out), f"--port {port}") == []
     process.wait_ports_free([port], timeout_s=30)
+
+
+def test_every_canonical_config_of_the_checkout_passes_the_drivers_check():
+    """prime-rl's own configs/*/rl.toml pass the driver's check of a base config, with iter_0's
+    flags (configs/multi_reverse_text sets per-env sampling, which the schema snapshot lacked)."""
+    from driver.commands.run import _check_base_config
+    from driver.run.model import Knobs
+
+    found = sorted((sc.classic_env() / "prime-rl" / "configs").glob("*/rl.toml"))
+    assert len(found) >= 9
+    for cfg in found:
+        _check_base_config(cfg, "classic", Knobs.for_backend("prime_rl"))

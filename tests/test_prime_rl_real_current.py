@@ -450,3 +450,18 @@ def test_a_lora_arm_is_measured_on_the_inference_config_rl_resolved(lora_run, tm
     assert rc == 0 and len(rows) == 4, log[-3000:]
     rc, log, rows = _final_eval(lora_run, tmp_path / "bare", None)
     assert rows == [] and "Failed to update inference weights to step 2" in log, log[-3000:]
+
+
+def test_every_canonical_config_of_the_checkout_passes_the_drivers_check(prl_env):
+    """prime-rl's own configs/basic/*/rl.toml are what `driver run` picks for an env (or the
+    closest one's settings): each passes the driver's check of a base config, composed with
+    iter_0's flags and overlay as iter_0 launches it. Every one was refused before: none sets
+    the filesystem broadcast or run.name (iter_0's overlay and flags do), and wordle's role is
+    `player`, not `agent`."""
+    from driver.commands.run import _check_base_config
+    from driver.run.model import Knobs
+
+    found = sorted((prl_env.checkout / "configs" / "basic").glob("*/rl.toml"))
+    assert len(found) >= 5
+    for cfg in found:
+        _check_base_config(cfg, "current", Knobs.for_backend("prime_rl"))

@@ -16,7 +16,10 @@ LEAF = "leaf"
 
 _ENV = {"id": LEAF, "name": LEAF, "args": OPEN, "extra_env_kwargs": OPEN, "address": LEAF,
         "num_workers": LEAF, "ratio": LEAF, "max_retries": LEAF,
-        "max_total_completion_tokens": LEAF, "timeout": LEAF}
+        "max_total_completion_tokens": LEAF, "timeout": LEAF,
+        # per-env sampling overrides (TrainEnvConfig / EvalEnvConfig,
+        # configs/orchestrator.py:238-245@09e2977; configs/multi_reverse_text/rl.toml sets them)
+        "sampling": OPEN}
 _EVAL_ENV = {**_ENV, "num_examples": LEAF, "rollouts_per_example": LEAF, "interval": LEAF}
 
 SCHEMA = {

@@ -228,11 +228,18 @@ class CurrentDialect(CurrentLayout):
         sources = self.train_blocks(cfg)
         for where, blocks in (("train", sources), ("eval", orch.get("eval", {}).get("source", []) or [])):
             for b in blocks:
-                agent = (b.get("env") or {}).get("agent") or {}
-                if (agent.get("harness") or {}).get("id") is None or (agent.get("runtime") or {}).get("type") is None:
+                # each role of the env is an AgentConfig field named by the env's config class
+                # (verifiers/v1/configs/env.py:34-38@a60a606): `agent` for a single-agent env,
+                # another name where the env has one (configs/basic/wordle@559b447: `player`)
+                env = b.get("env") or {}
+                roles = {k: v for k, v in env.items() if isinstance(v, dict) and ("harness" in v or "runtime" in v)}
+                unset = [k for k, v in (roles or {"agent": {}}).items()
+                         if (v.get("harness") or {}).get("id") is None or (v.get("runtime") or {}).get("type") is None]
+                if unset:
+                    role = unset[0]
                     raise UsageError(
-                        f"[[orchestrator.{where}.source]] {b.get('name')!r} has no agent harness/runtime: "
-                        "prime-rl would run a bash harness in a remote sandbox. Set env.agent = "
+                        f"[[orchestrator.{where}.source]] {b.get('name')!r} has no harness/runtime for its "
+                        f"{role!r} role: prime-rl would run a bash harness in a remote sandbox. Set env.{role} = "
                         '{harness = {id = "null"}, runtime = {type = "subprocess"}} for a single-turn task.')
                 if not ((b.get("env") or {}).get("taskset") or {}).get("id"):
                     raise UsageError(f"[[orchestrator.{where}.source]] {b.get('name')!r} names no env.taskset.id")
