@@ -1097,7 +1097,11 @@ def worker(run_id: str) -> int:
     problem = install_problem((orch.get("train") or {}).get("source", []) + (orch.get("eval") or {}).get("source", []))
     if failing or problem:
         msg = failing or problem
-        update_run(run_id, status="FAILED", completed_at=time.time(), error_message=msg,
+        # whether the platform stamps completed_at on a run it fails is not settled by the CLI
+        # (RLRun.completed_at is Optional, prime_cli/api/rl.py:70-75@0.18.0; `train get` always prints
+        # updated_at, :75): PRIME_DOUBLE_NO_COMPLETED_AT=1 leaves it unset, as a ledger must survive
+        update_run(run_id, status="FAILED", error_message=msg,
+                   completed_at=None if os.environ.get("PRIME_DOUBLE_NO_COMPLETED_AT") == "1" else time.time(),
                    failure_analysis={"rootCause": msg, "evidence": [msg], "confidence": 0.9},
                    rollouts_trained=0)
         return 0

@@ -437,12 +437,33 @@ def faults(tmp_path_factory):
     platform = {"PRIME_DOUBLE_LAYOUT": "run", "PRIME_DOUBLE_ACCOUNT": "both"}
     r1 = driver([*SHORT, "--runs-dir", str(tmp / "runs")],
                 hosted_env(tmp, PRIME_DOUBLE_PAUSE="-iter_0-train-:2",
-                           PRIME_DOUBLE_FAIL="-iter_0-eval-:CUDA error: out of memory on rank 0", **platform))
+                           PRIME_DOUBLE_FAIL="-iter_0-eval-:CUDA error: out of memory on rank 0",
+                           # the platform leaves the failed run's completed_at unset (other
+                           # tests' platforms stamp it): the ledger bills it all the same
+                           PRIME_DOUBLE_NO_COMPLETED_AT="1", **platform))
     run_dir = run_dir_from(r1.stdout)
     failed_state = json.loads((run_dir / "run.json").read_text())
     r2 = driver(["resume", str(run_dir)], hosted_env(tmp, **platform))
     assert r2.returncode == 0, r2.stderr[-3000:]
     return tmp, run_dir, r1, failed_state
+
+
+def test_a_run_bill_never_falls_short_of_the_platforms(tmp_path):
+    """prime_cli/api/rl.py:70-75@0.18.0: a run's created_at, started_at, completed_at and
+    updated_at (completed_at optional). Billed from the earliest start to the latest end known,
+    else to when the driver settled it: a run the platform failed without completed_at was
+    billed 0 s, and a start-up before `started_at` went unbilled."""
+    from driver.backends.hosted.runner import run_bill
+
+    placement = {"estimatedCostPerHour": 7.2, "pricePerGpuHour": 3.6}
+    failed = run_bill({"started_at": "2026-12-05T10:00:00Z", "updated_at": "2026-12-05T10:30:00Z",
+                       "placement": placement}, None)
+    assert failed["billed_s"] == 1800 and failed["gpu_hour_usd"] == pytest.approx(3.6)
+    early = run_bill({"created_at": "2026-12-05T09:50:00Z", "started_at": "2026-12-05T10:00:00Z",
+                      "completed_at": "2026-12-05T10:30:00Z", "placement": placement}, None)
+    assert early["billed_s"] == 2400
+    unknown_end = run_bill({"dispatched_at": 1000.0, "placement": placement}, None, settled_at=1600.0)
+    assert unknown_end["billed_s"] == 600
 
 
 def test_a_run_the_platform_fails_is_recorded_with_its_reason_and_resume_submits_it_afresh(faults):
@@ -460,6 +481,8 @@ def test_a_run_the_platform_fails_is_recorded_with_its_reason_and_resume_submits
     train = [e for e in ledger.values() if e["kind"] == "train"]
     assert len(train) == 1 and train[0]["gpu_hour_usd"] is None and train[0]["cost_usd"] == train[0]["usage_usd"]
     assert all(e["cost_usd"] == max(e["gpu_hour_usd"] or 0, e["usage_usd"]) for e in ledger.values())
+    failed_eval = [e for e in ledger.values() if e["kind"] == "eval" and e["outcome"] == "failed"]
+    assert len(failed_eval) == 1 and failed_eval[0]["billed_s"] > 0   # no completed_at: 0 s before
     assert metrics["iters"][0]["cost_usd"] == pytest.approx(sum(e["cost_usd"] for e in ledger.values()))
 
 
@@ -575,3 +598,27 @@ def test_sigkill_anywhere_on_the_hosted_backend_never_submits_a_second_run(refer
                      if c[:2] == ["env", "push"])
     assert pushes == {"stock_arithmetic_iter_1": 2, "stock_arithmetic_run_a": 1,
                       "stock_arithmetic_run_b": 1, "stock_arithmetic_run_c": 1}
+
+
+@pytest.mark.parametrize("pause", [None, "-iter_0-train-:2"])
+def test_time_in_the_queue_is_shown_and_never_counted_against_the_start_up_limit(tmp_path, runs, pause):
+    """A run may queue (commands/rl.py:1456@0.18.0): each of this run's launches waits 4 s in the
+    queue against a 2-s --startup-timeout, and (second case) iter_0's training is paused at step
+    2 and continued by a new run that queues too and prints no step until its first. The clock
+    starts at each run's first running poll, so nothing is stopped (before, the queue counted
+    and iter_0 was stopped the moment it ran, and a continuation inherited the paused run's
+    silence); the log says how long each waited."""
+    extra = {"PRIME_DOUBLE_PAUSE": pause} if pause else {}
+    r = driver([*SHORT, "--startup-timeout", "2s", "--runs-dir", str(runs)],
+               hosted_env(tmp_path, PRIME_DOUBLE_QUEUE_S="4", **extra))
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = run_dir_from(r.stdout)
+    assert json.loads((run_dir / "metrics.json").read_text())["iters"][0]["eval_acc"] is not None
+    log = (run_dir / "iter_0" / "train.log").read_text()
+    queued = [float(m) for m in re.findall(r"running after (\d+)s queued", log)]
+    assert len(queued) == (2 if pause else 1) and all(q >= 3 for q in queued), log[-2000:]
+    assert "--startup-timeout" not in r.stderr
+    if pause:   # continued, not retrained: one submission, then its continuation
+        paused, continued = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
+        assert (paused["status"], continued["status"]) == ("PAUSED", "COMPLETED")
+        assert submissions(tmp_path)[("iter_0", "train")] == 2

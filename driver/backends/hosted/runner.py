@@ -132,7 +132,7 @@ class HostedRunner:
         interval = max(interval, poll_floor_s())
         base = tp.start_step if rec["kind"] == "train" else 0
         last_step: int | None = None
-        last_change = clock.monotonic()
+        last_change = queued_since = clock.monotonic()
         running_since: float | None = None
         failures = 0
         while True:
@@ -152,7 +152,7 @@ class HostedRunner:
                 continue
             status = str(run.get("status") or "").upper()
             seen = rec.setdefault("runs", {}).setdefault(run_id, {})
-            times = {k: run.get(k) for k in ("started_at", "completed_at", "gpu_count") if run.get(k)}
+            times = {k: run.get(k) for k in ("created_at", "started_at", "completed_at", "gpu_count") if run.get(k)}
             if status != rec.get("status") or any(seen.get(k) != v for k, v in times.items()):
                 seen.update(times)   # the billed time's ends, as the platform reports them
                 if status != rec.get("status"):
@@ -167,13 +167,17 @@ class HostedRunner:
                 # a paused run is continued by a new one from its own last checkpoint, on its
                 # volume, never from the checkpoint the arm started from
                 self._continue(rec, out, log, run_id)
-                running_since, last_step = None, None
+                running_since, last_step, queued_since = None, None, clock.monotonic()
                 continue
             t = clock.monotonic()
             # waiting in the queue is not counted against the limits; RUNNING is, and so is a
-            # status this CLI version does not know (the platform may add one)
+            # status this CLI version does not know (the platform may add one). Silence is
+            # measured from the first running poll, a continuation's too ("Runs may queue":
+            # commands/rl.py:1456@0.18.0; a new run prints latest_step null until its first step)
             if status not in ("QUEUED", "PENDING", "PAUSING"):
-                running_since = running_since or t
+                if running_since is None:
+                    running_since = last_change = t
+                    say(log, f"run {run_id}: running after {t - queued_since:.0f}s queued")
                 step = self._latest_step(run_id)
                 if step != last_step:
                     last_step, last_change = step, t
@@ -474,7 +478,8 @@ class HostedRunner:
         seen = rec.setdefault("runs", {}).setdefault(run_id, {})
         try:   # the end as the platform reports it (the last poll may predate it)
             run = self.cli.json("train", "get", run_id, "-o", "json", timeout=120)["run"]
-            seen.update({k: run.get(k) for k in ("started_at", "completed_at", "gpu_count") if run.get(k)})
+            seen.update({k: run.get(k) for k in ("created_at", "started_at", "completed_at", "updated_at",
+                                                 "gpu_count") if run.get(k)})
         except (CLIError, ValueError, KeyError, TypeError):
             pass
         usage: float | None
@@ -484,7 +489,7 @@ class HostedRunner:
         except (CLIError, ValueError, AttributeError):
             usage = None
             say(log, f"`prime train usage {run_id}` failed: its usage view is not counted")
-        return run_bill(seen, usage)
+        return run_bill(seen, usage, settled_at=now())
 
 
 def platform_time(value: Any) -> float | None:
@@ -503,12 +508,18 @@ def platform_time(value: Any) -> float | None:
     return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()
 
 
-def run_bill(seen: dict, usage: float | None) -> dict:
-    """A run's billed seconds (started_at to completed_at; from its dispatch when the platform
-    never reported a start, to the driver's stop when it never reported an end: more than the
-    platform bills, never less), its GPU-hours and their cost at the dispatch's rate."""
-    start = platform_time(seen.get("started_at")) or platform_time(seen.get("dispatched_at"))
-    end = platform_time(seen.get("completed_at")) or platform_time(seen.get("stopped_at"))
+def run_bill(seen: dict, usage: float | None, settled_at: float | None = None) -> dict:
+    """A run's billed seconds, its GPU-hours and their cost at the dispatch's rate: more than the
+    platform bills, never less. From the earliest start known (created_at: `started_at` may be
+    the first step rather than pods ready; the driver's dispatch) to the latest end known
+    (completed_at; updated_at, which `train get` always prints, where a run the platform failed,
+    stopped or paused has none; the driver's stop), else to when the driver settled it."""
+    starts = [t for t in (platform_time(seen.get(k)) for k in ("created_at", "started_at", "dispatched_at"))
+              if t is not None]
+    ends = [t for t in (platform_time(seen.get(k)) for k in ("completed_at", "updated_at", "stopped_at"))
+            if t is not None]
+    start = min(starts) if starts else None
+    end = max(ends) if ends else settled_at
     seconds = max(0.0, end - start) if start is not None and end is not None else 0.0
     placement = seen.get("placement") or {}
     rate = placement.get("estimatedCostPerHour")
