@@ -592,6 +592,10 @@ def _dispatch(rec: dict, output: str) -> None:
                          stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                          start_new_session=True)
     placed = rec["placement"]
+    if _knob("PRIME_DOUBLE_CREATE_TIMEOUT", rec.get("name")):
+        # the create POST outlived its 120-s read timeout after the platform made the run
+        # (prime_cli/api/training.py:28, core/client.py:192-198, commands/rl.py:757-768@0.18.0)
+        fail("Error: Request timed out: ReadTimeout")
     if output == "json":
         run_json: dict = {"runId": run_id}
         if placed.get("onDemand"):   # :783-791: the rate only on the billed path

@@ -622,3 +622,19 @@ def test_time_in_the_queue_is_shown_and_never_counted_against_the_start_up_limit
         paused, continued = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
         assert (paused["status"], continued["status"]) == ("PAUSED", "COMPLETED")
         assert submissions(tmp_path)[("iter_0", "train")] == 2
+
+
+def test_a_create_that_times_out_after_the_run_exists_leaves_one_run_tracked_and_billed(tmp_path, runs):
+    """`prime train` exits 1 with "Request timed out" after the platform made iter_0's training
+    run. Settled as refused (before), the run trained and billed untracked while a retry
+    submitted a second; looked up by its name, it is the arm's one run, polled and in the
+    ledger."""
+    r = driver([*SHORT, "--runs-dir", str(runs)],
+               hosted_env(tmp_path, PRIME_DOUBLE_CREATE_TIMEOUT="-iter_0-train-:1"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    run_dir = run_dir_from(r.stdout)
+    trains = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
+    assert len(trains) == 1 and trains[0]["status"] == "COMPLETED"
+    assert "but the platform made run" in (run_dir / "iter_0" / "train.log").read_text()
+    ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
+    assert any(trains[0]["id"] in e["run_ids"] for e in ledger.values())

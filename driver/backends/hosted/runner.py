@@ -246,16 +246,47 @@ class HostedRunner:
         if resume_from:
             args += ["--resume-from", resume_from]
         rec["log"] = str(log)
-        r = self.cli.run(*args)
+        try:
+            r = self.cli.run(*args)
+            why = None if r.returncode == 0 else error_text(r)
+        except CLIError as e:   # the driver's own wait for the CLI ran out
+            r, why = None, str(e)
         faults.point("hosted:after-submit")
-        if r.returncode != 0:
-            say(log, f"`prime train` refused {Path(rec['config']).name}: {error_text(r)}")
+        if why is not None:
+            # a create that timed out, a 5xx, a dropped connection: the platform may have made
+            # the run all the same (commands/rl.py:757-768@0.18.0), so it is looked up by its
+            # unique name before the submission is settled as refused
+            adopted = self._adopt(rec, out, log, why) if not resume_from else None
+            if adopted:
+                return adopted
+            say(log, f"`prime train` refused {Path(rec['config']).name}: {why}")
             if not resume_from:
                 rec.update(settled=True, outcome="refused at submission")
                 write_record(out, rec)
-            raise DriverError(f"[{rec['arm']}] `prime train {Path(rec['config']).name}` failed: "
-                              f"{error_text(r)}")
+            raise DriverError(f"[{rec['arm']}] `prime train {Path(rec['config']).name}` failed: {why}")
         return self._dispatched(rec, out, log, r, resume_from)
+
+    def _adopt(self, rec: dict, out: Path, log: Path, why: str) -> str | None:
+        """The run a failed submission made after all, found by its name, recorded as if its
+        dispatch had answered (no rate quoted: its placement is unknown); None where the platform
+        lists none. A listing that fails leaves the outcome unknown: the record stays unsettled,
+        and `driver resume` looks the name up again before submitting anything."""
+        try:
+            found = self._by_name(rec["name"])
+        except (CLIError, ValueError, AttributeError) as e:
+            say(log, f"`prime train` failed ({why}) and the run list could not be read ({e})")
+            raise DriverError(f"[{rec['arm']}] `prime train` failed ({why}), and whether the platform "
+                              f"made run {rec['name']} is unknown: `prime train list` failed ({e}). "
+                              "`driver resume` looks it up again before submitting anything.") from None
+        if found is None or found in rec["run_ids"]:
+            return None
+        rec["run_ids"].append(found)
+        rec.setdefault("runs", {})[found] = {"dispatched_at": now(), "placement": {}}
+        rec["status"] = None
+        write_record(out, rec)
+        say(log, f"`prime train` failed ({why}), but the platform made run {found} as {rec['name']}: "
+                 "tracking it (one run, billed once)")
+        return found
 
     def _dispatched(self, rec: dict, out: Path, log: Path, r: Any, resume_from: str | None) -> str:
         """The run id and placement a dispatch printed (`{"run": {runId, onDemand?, gpuType?,
