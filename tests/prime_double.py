@@ -56,7 +56,10 @@ was not itself resumed (a checkpoint is saved at K, as `train pause` does);
 PRIME_DOUBLE_FAIL=NAME_PART:MESSAGE fails such a run with that error message before it trains;
 PRIME_DOUBLE_GET_FAIL=NAME_PART makes `train get` of such a run fail (a 5xx) while it runs on;
 PRIME_DOUBLE_STEP_SECONDS=NAME_PART:S gives such a run's steps S seconds each (the trainer
-double's DOUBLE_STEP_SECONDS, for that run alone).
+double's DOUBLE_STEP_SECONDS, for that run alone);
+PRIME_DOUBLE_CREATE_TIMEOUT=NAME_PART:1 makes `prime train` of such a run exit 1 with the CLI's
+create timeout after the platform made the run; PRIME_DOUBLE_NO_COMPLETED_AT=1 leaves a run the
+platform fails without completed_at (its updated_at is printed as always).
 Every call is logged to HOME/calls.jsonl.
 """
 from __future__ import annotations

@@ -275,7 +275,8 @@ class HostedRunner:
             found = self._by_name(rec["name"])
         except (CLIError, ValueError, AttributeError) as e:
             say(log, f"`prime train` failed ({why}) and the run list could not be read ({e})")
-            raise DriverError(f"[{rec['arm']}] `prime train` failed ({why}), and whether the platform "
+            # the run may be live: a control phase must not submit the next control beside it
+            raise StillRunning(f"[{rec['arm']}] `prime train` failed ({why}), and whether the platform "
                               f"made run {rec['name']} is unknown: `prime train list` failed ({e}). "
                               "`driver resume` looks it up again before submitting anything.") from None
         if found is None or found in rec["run_ids"]:
@@ -296,7 +297,13 @@ class HostedRunner:
             answer = parse_json(r.stdout)["run"]
             run_id = str(answer["runId"])
         except (ValueError, KeyError, TypeError):
-            raise DriverError(f"`prime train` printed no run id: {r.stdout[-500:]}") from None
+            # it exited 0: the run was made, and only its answer is unreadable
+            if not resume_from and (found := self._adopt(rec, out, log, "its answer printed no run id")):
+                return found
+            raise StillRunning(f"[{rec['arm']}] `prime train` exited 0 but printed no run id, and no "
+                               f"run named {rec['name']} is listed: it may still run and bill. Check "
+                               "`prime train list`, stop it if it is there, then `driver resume`: "
+                               f"{r.stdout[-300:]}") from None
         rec["run_ids"].append(run_id)
         if resume_from:
             rec["resumed_from"].append(resume_from)
