@@ -95,7 +95,11 @@ def test_without_the_engine_admin_url_evals_fails_behind_a_router_that_keeps_adm
 
     s, run_dir, r = run
     cfg = tomllib.loads((run_dir / "iter_0" / "evals.toml").read_text())
-    assert cfg["eval"]["client"]["admin_base_url"] == ["http://localhost:8100/v1"]
+    # the engine behind the router of the server iter_0's own launch resolved (its inference.json)
+    served = json.loads((run_dir / "iter_0" / "prime_out" / "run" / "configs" / "inference.json").read_text())
+    host = served["server"].get("host") or "localhost"
+    assert cfg["eval"]["client"] == {"base_url": f"http://{host}:{served['server']['port']}/v1",
+                                     "admin_base_url": [f"http://{host}:{served['backend_port']}/v1"]}
     del cfg["eval"]["client"]["admin_base_url"]
     bare = tmp_path / "evals.toml"
     bare.write_text(tomli_w.dumps(cfg))
