@@ -292,11 +292,31 @@ def test_preflight_refuses_a_model_neither_reserved_nor_on_demand_capacity_can_p
              "`prime train request`")
 
 
+def test_a_reserved_only_account_is_refused_up_front_where_no_eval_run_could_be_placed(tmp_path, runs):
+    """The student is cached on the account's reserved clusters, but every arm's final-weights
+    eval is a run whose model is those weights on the volume, which only the on-demand pool
+    places (the double refuses it on reserved capacity, as the platform does). Before, iter_0
+    trained on the allocation and its eval was refused; now nothing is created."""
+    r = driver(["run", "--backend", "hosted", "--runs-dir", str(runs), *FAST],
+               hosted_env(tmp_path, PRIME_DOUBLE_ACCOUNT="reserved"))
+    _refused(r, runs, "measures every arm's final weights with an eval run",
+             "not enrolled in the on-demand beta", "nothing was created")
+
+
+def test_a_mixed_accounts_header_says_its_eval_runs_are_billed_on_demand(tmp_path, runs):
+    r = driver(["run", "--backend", "hosted", "--dry-run", "--runs-dir", str(runs), *FAST],
+               hosted_env(tmp_path, PRIME_DOUBLE_ACCOUNT="both"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    said = " ".join(r.stderr.split())
+    assert "Every arm's final-weights eval run goes on demand" in said and "/GPU-hour (H200_141GB)" in said
+
+
 def test_driver_run_help_says_what_hosted_refuses_up_front_and_how_the_probe_is_gated(tmp_path):
     r = driver(["run", "--help"], hosted_env(tmp_path))
     helped = " ".join(r.stdout.split())
-    assert ("on --backend hosted, no logged-in `prime` 0.15.0 .. 0.18.x, or a --model neither your "
-            "reserved clusters nor the on-demand pool can place") in helped
+    assert ("on --backend hosted, no logged-in `prime` 0.15.0 .. 0.18.x, a --model neither your "
+            "reserved clusters nor the on-demand pool can place, or an account with no on-demand "
+            "capacity (every final-weights eval run goes there)") in helped
     assert "it runs only when its estimated cost (from iter_0's measured start-up and step time, stated " \
            "before it runs) is at most this share of an arm's; 1 always runs it (default: 0.1)" in helped
     assert "hours at the rate its dispatch quoted and `prime train usage`" in helped
@@ -474,9 +494,9 @@ def test_a_run_the_platform_fails_is_recorded_with_its_reason_and_resume_submits
     assert submissions(tmp)[("iter_0", "eval")] == 2     # the failed one, then one afresh
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["iters"][0]["eval_acc"] is not None
-    # reserved capacity: no hourly rate, said so in the header and the ledger; the failed run
-    # billed nothing (the double fails it before it trains); the usage view is the cost
-    assert "where runs have no hourly price: the loop's cost is unknown here" in r1.stderr
+    # reserved capacity: no hourly rate for training, said so in the header and the ledger; the
+    # usage view is the cost
+    assert "where its training runs have no hourly price: the loop's cost is unknown here" in " ".join(r1.stderr.split())
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
     train = [e for e in ledger.values() if e["kind"] == "train"]
     assert len(train) == 1 and train[0]["gpu_hour_usd"] is None and train[0]["cost_usd"] == train[0]["usage_usd"]

@@ -35,8 +35,11 @@ def add(sub) -> None:
                            "tool-using ones); a built-in student the embedded trainer cannot build\n"
                            "for the env, or not within --startup-timeout; a base config or\n"
                            "--init-from the trainer would reject; on --backend hosted, no logged-in\n"
-                           "`prime` 0.15.0 .. 0.18.x, or a --model neither your reserved clusters\n"
-                           "nor the on-demand pool can place."))
+                           "`prime` 0.15.0 .. 0.18.x, a --model neither your reserved clusters\n"
+                           "nor the on-demand pool can place, or an account with no on-demand\n"
+                           "capacity (every final-weights eval run goes there); on --backend\n"
+                           "prime_rl, no NVIDIA GPU visible, or no canonical config closest to\n"
+                           "the env's (--settings-from picks one)."))
     _FLAGS.update(add_model_flags(r, RunConfig))
     _FLAGS["llm"] = "--llm-model"
     r.add_argument("--runs-dir", default="runs", help="where run directories go (default: %(default)s)")

@@ -136,6 +136,21 @@ class Hosted:
                 f"lists it on no reserved cluster of yours (reserved: {', '.join(reserved) or 'none'}) "
                 f"and {why}. Pass --model with a listed one, ask for it with `prime train request`, "
                 "or run again once `prime train models` lists on-demand capacity.")
+        if not offers:
+            # every arm's final-weights eval is a run whose model is those weights on the volume
+            # (submission.eval_config), which no cluster caches: reserved capacity takes cached
+            # models only (commands/rl.py:1418-1421, api/training.py:86-90@0.18.0), the on-demand
+            # pool downloads one (:113-116). Without it iter_0 would train, then its eval be refused
+            access = models.get("on_demand_beta_access")
+            why = ("your account is not enrolled in the on-demand beta" if access is False
+                   else "`prime train models` lists no on-demand capacity now")
+            raise UsageError(
+                f"--backend hosted measures every arm's final weights with an eval run whose model is "
+                f"those weights on volume {state.hosted_volume}, and Hosted Training places a model no "
+                f"cluster caches only on the on-demand pool; {why}. iter_0 would train on your "
+                f"reserved allocation and its eval then be refused. Ask Prime support for on-demand "
+                "access, or run again once `prime train models` lists on-demand capacity; nothing "
+                "was created.")
         return cost_estimate(state, models)
 
     def publish_env(self, pkg_dir: Path) -> dict:
@@ -217,10 +232,14 @@ def cost_estimate(state: RunState, models: dict) -> str:
               f"runs only when at most --hosted-probe-share ({state.hosted_probe_share:.0%}) of an "
               "arm's.")
     if state.model in reserved:
+        best = min(offers, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
         return (f"cost: {state.model} is cached on reserved clusters of yours "
-                f"({', '.join(reserved[state.model]) or 'GPU type not listed'}), where runs have no "
-                "hourly price: the loop's cost is unknown here (a run placed on demand instead "
-                "quotes its rate at dispatch, and is billed at it)." + ledger + cap)
+                f"({', '.join(reserved[state.model]) or 'GPU type not listed'}), where its training "
+                "runs have no hourly price: the loop's cost is unknown here (a run placed on demand "
+                "instead quotes its rate at dispatch, and is billed at it). Every arm's final-weights "
+                "eval run goes on demand (its model is the arm's weights on the volume, which no "
+                f"cluster caches), at about ${float(best['price_per_gpu_hour']):.2f}/GPU-hour "
+                f"({best.get('gpu_type')})." + ledger + cap)
     best = min(offers, key=lambda o: (not o.get("available_now"), o["price_per_gpu_hour"]))
     price, hours = float(best["price_per_gpu_hour"]), state.budget_seconds / 3600
     return (f"cost estimate: {state.model} is on no reserved cluster of yours, so its runs go on "
