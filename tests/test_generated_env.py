@@ -245,3 +245,25 @@ def test_a_stale_copy_is_named_only_when_one_is_there(tmp_path, names, monkeypat
     msg = str(e.value)
     assert "ImportError: an old copy" in msg
     assert f"A stale copy of {name} is still there" in msg and str(shadow) in msg
+
+
+def test_a_generated_package_is_versioned_by_what_it_ships(tmp_path):
+    """Every generated env was version 0.1.0: a regenerated dataset for the same arm was refused
+    as a duplicate version on the Environments Hub or installed stale under the same ref. Its
+    version now follows its content: the same rows, the same version; other rows, another."""
+    import tomllib
+
+    from driver.envs.packages import write_package
+
+    hub = {"env_id": "stock_arithmetic", "eval_size": 200}
+    rows = tmp_path / "rows.jsonl"
+
+    def version(dest: str, text: str) -> str:
+        rows.write_text(text)
+        pkg = write_package(tmp_path / dest, "stock_arithmetic_iter_1_abc", hub, rows)
+        return tomllib.loads((pkg / "pyproject.toml").read_text())["project"]["version"]
+
+    first = version("a", '{"question": "1+1", "answer": "2"}\n')
+    assert first == version("b", '{"question": "1+1", "answer": "2"}\n')
+    assert first != version("c", '{"question": "2+2", "answer": "4"}\n')
+    assert first.startswith("0.1.") and first.split(".")[2].isdigit()

@@ -178,7 +178,8 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
     assert all(h["versions"][0]["requires_dist"] == ["verifiers", "stock-arithmetic"] for h in hub.values())
     for arm in ARMS[1:]:
         installed = json.loads((run_dir / arm / "env_installed.json").read_text())
-        assert installed["hub"]["ref"] == f"alice/{installed['package']}@0.1.0"
+        version = tomllib.loads(next((run_dir / arm).glob("*/pyproject.toml")).read_text())["project"]["version"]
+        assert installed["hub"]["ref"] == f"alice/{installed['package']}@{version}"
     assert [m.get("env_hub_ref") is not None for m in metrics["iters"]] == [False, True]
     # every rendered config passes the current dialect's checks; the submitted ones too
     from driver.backends import hosted
@@ -571,10 +572,11 @@ def test_a_generated_env_that_does_not_declare_the_hub_env_fails_to_install_on_t
                                         .replace(inner.name, "undeclared_env"))
     inner.rename(pkg / "undeclared_env")
     assert _prime(tmp_path, "env", "push", "-p", str(pkg), "-v", "PRIVATE", "--runtime", "v1").returncode == 0
+    version = tomllib.loads((pkg / "pyproject.toml").read_text())["project"]["version"]
     cfg = tmp_path / "rl.toml"
     cfg.write_text('max_steps = 1\n[trainer]\n[inference]\n[orchestrator]\nbatch_size = 16\ngroup_size = 16\n'
                    '[[orchestrator.train.source]]\nname = "gen"\n'
-                   '[orchestrator.train.source.env.taskset]\nid = "alice/undeclared_env@0.1.0"\n')
+                   f'[orchestrator.train.source.env.taskset]\nid = "alice/undeclared_env@{version}"\n')
     r = _prime(tmp_path, "train", str(cfg), "--yes", "-o", "json", "--volume", "v")
     run_id = json.loads(r.stdout)["run"]["runId"]
     for _ in range(100):

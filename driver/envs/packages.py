@@ -47,8 +47,6 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     mod_dir = pkg_root / name
     mod_dir.mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
-    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(
-        name=name, hub_requirement=hub_requirement(hub)))
     (mod_dir / "__init__.py").write_text(render.get_template(module).render(name=name, **values))
     shutil.copyfile(dataset_path, mod_dir / "dataset.jsonl")
     if module == CLASSIC_MODULE:   # it imports the choice of class and settings introspection made
@@ -62,7 +60,22 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
         shutil.copyfile(aux, mod_dir / "aux_rewards.py")
     elif (mod_dir / "aux_rewards.py").exists():
         (mod_dir / "aux_rewards.py").unlink()
+    (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(
+        name=name, hub_requirement=hub_requirement(hub), version=content_version(mod_dir)))
     return pkg_root
+
+
+def content_version(mod_dir: Path) -> str:
+    """The package's version, from what it ships (every file under its module directory, by
+    path and bytes): a regenerated dataset for the same arm is a new version, never refused as
+    a duplicate or installed stale under the old ref; the same content is the same version.
+    A release segment (0.1.N), which every index and installer accepts."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in sorted(p for p in Path(mod_dir).rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        h.update(str(f.relative_to(mod_dir)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return f"0.1.{int(h.hexdigest()[:7], 16)}"
 
 
 def write_selection_package(dest: Path, name: str, hub: dict) -> Path:
@@ -73,10 +86,10 @@ def write_selection_package(dest: Path, name: str, hub: dict) -> Path:
     pkg_root = dest / name
     (pkg_root / name).mkdir(parents=True, exist_ok=True)
     render = resources.jinja()
-    (pkg_root / "pyproject.toml").write_text(
-        render.get_template("classic/env_pyproject.toml.j2").render(
-            name=name, hub_requirement=hub_requirement(hub)))
     (pkg_root / name / "__init__.py").write_text(render.get_template("classic/selection_env.py.j2").render(
         name=name, hub_env_id=hub["env_id"], selection_args=hub["selection"]["args"],
         metric=SELECTION_METRIC))
+    (pkg_root / "pyproject.toml").write_text(
+        render.get_template("classic/env_pyproject.toml.j2").render(
+            name=name, hub_requirement=hub_requirement(hub), version=content_version(pkg_root / name)))
     return pkg_root
