@@ -660,3 +660,45 @@ def test_a_create_that_times_out_after_the_run_exists_leaves_one_run_tracked_and
     assert "but the platform made run" in (run_dir / "iter_0" / "train.log").read_text()
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
     assert any(trains[0]["id"] in e["run_ids"] for e in ledger.values())
+
+
+def test_a_stop_that_finds_the_run_completed_leaves_it_to_be_fetched_not_retrained(tmp_path):
+    """`prime train stop` on a run that completed meanwhile prints "reached a terminal state
+    before the stop completed" and `Status: COMPLETED` (commands/rl.py:1798-1806@0.18.0). It was
+    settled as stopped, so a resume submitted the arm again; now the record stays open and the
+    resume's find re-attaches to the completed run."""
+    import subprocess as sp
+
+    from driver.backends.hosted.records import read_record, write_record
+    from driver.backends.hosted.runner import HostedRunner
+    from driver.run.model import TrainerProcess
+
+    from driver.backends.hosted.cli import CLIError
+
+    class StopSaysCompleted:
+        def json(self, *args, timeout=0):   # the settle's reads (`train get`, `train usage`) fail
+            raise CLIError("unavailable")
+
+        def run(self, *args, timeout=0):
+            assert args[:2] == ("train", "stop")
+            return sp.CompletedProcess(args, 0, stdout="Run r1 reached a terminal state before the stop "
+                                                       "completed\nStatus: COMPLETED\n", stderr="")
+
+    (tmp_path / "run.json").write_text("{}")   # a run directory, whose ledger a settle writes
+    out = tmp_path / "iter_1" / "prime_out"
+    out.mkdir(parents=True)
+    rec = {"name": "ssi-x-iter_1-train-abc", "kind": "train", "label": "train", "arm": "iter_1",
+           "config": str(tmp_path / "hosted_train.toml"), "volume": "v", "run_ids": ["r1"],
+           "resumed_from": [], "submitted_ts": 0.0, "settled": False, "log": str(tmp_path / "train.log"),
+           "runs": {"r1": {"dispatched_at": 0.0, "placement": {}}}, "status": "RUNNING"}
+    write_record(out, rec)
+    runner = HostedRunner(StopSaysCompleted())
+    tp = TrainerProcess(pid=0, create_time=0.0, output_dir=str(out), config_paths=[rec["config"]],
+                        launched_ts=0.0, run_id="r1")
+    runner.stop(tp)
+    after = read_record(out)
+    assert after["settled"] is False and after["run_ids"] == ["r1"]
+    assert not (tmp_path / "train.rc").exists()   # no exit status: the launch has not ended for the driver
+    found = runner.find(tp, out)
+    assert found is not None and found.run_id == "r1"
+    assert "completed before the stop reached it" in (tmp_path / "train.log").read_text()

@@ -223,6 +223,16 @@ class HostedRunner:
                 f"({error_text(r) if r.returncode else 'status ' + str(status)}): it may still run and "
                 f"bill. Check it with `prime train get {run_id}` and stop it (`prime train stop "
                 f"{run_id}`), then `driver resume`; no other run is submitted until then.")
+        if rec is not None and status == "COMPLETED":
+            # it finished before the stop reached it ("reached a terminal state before the stop
+            # completed", commands/rl.py:1798-1806@0.18.0): its outputs are whole, so it stays
+            # unsettled and the next poll (this arm's resume) fetches them rather than retrain it
+            log = self._log_of(rec, out)
+            rec["status"] = None
+            write_record(out, rec)
+            say(log, f"run {run_id}: completed before the stop reached it; its outputs are fetched "
+                     "when the arm is resumed, not trained again")
+            return
         if rec is not None:
             log = self._log_of(rec, out)
             say(log, f"run {run_id}: stopped by the driver ({status})")
