@@ -250,8 +250,9 @@ def rl(cfg: dict) -> int:
             gid = episodes[-1]["group"]["id"]
             early = [e for e in episodes if e["group"]["id"] == gid][: group // 2]
             append(R / "rollouts" / f"step_{step - 1}" / "train" / "all" / "traces.jsonl", early)
+        arrived_early = {id(e) for e in early}
         append(R / "rollouts" / f"step_{step}" / "train" / "all" / "traces.jsonl",
-               [e for e in episodes if not any(e is x for x in early)])
+               [e for e in episodes if id(e) not in arrived_early])
         if episodes and all(not e["ok"] for e in episodes):
             # orchestrator/train_sink.py:240-252,309-338: groups with no trainable survivor
             # count their owed episodes; a batch's worth is one zero-output batch equivalent,
