@@ -1,8 +1,10 @@
-"""The driver's clock for waiting and for the limits it measures (startup, stall, eval, grace,
-poll intervals). Every such wait calls `monotonic()` and `sleep()` here rather than `time`'s, so
-that a test whose subject is a limit of minutes can run the driver on a faster clock
-(tests/conftest.py's `fast_clock`) instead of waiting the minutes out. Timestamps recorded in
-the run directory are wall-clock time (`run.rundir.now`), never this clock's."""
+"""The driver's clocks. `monotonic()` and `sleep()` are for waiting and for the limits it
+measures (startup, stall, eval, grace, poll intervals): every such wait calls them rather than
+`time`'s, so that a test whose subject is a limit of minutes can run the driver on a faster clock
+(tests/conftest.py's `fast_clock`) instead of waiting the minutes out. `wall()` is the time of
+day every timestamp the run directory records is read from (`run.rundir.now`: run.json's start
+and end, each phase's start and end, which the budget is measured on), so that a test whose
+subject is the budget can give each launch a known length."""
 from __future__ import annotations
 
 import time
@@ -14,3 +16,8 @@ def monotonic() -> float:
 
 def sleep(seconds: float) -> None:
     time.sleep(seconds)
+
+
+def wall() -> float:
+    """Seconds since the epoch, as the run's records hold them."""
+    return time.time()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +13,7 @@ from driver.dialects.base import Dialect
 from driver.errors import UsageError
 from driver.run.files import read_json
 from driver.run.model import Knobs, LimitChange, RunState, TrainerProcess
-from driver.run.rundir import RunDir
+from driver.run.rundir import RunDir, now
 
 
 def stop_grace_s(state: RunState) -> float:
@@ -112,7 +111,7 @@ class Ctx:
         """The run ended: its end time once, and its status from how the loop ended."""
         st = self.state
         if st.end_ts is None:
-            st.end_ts = time.time()
+            st.end_ts = now()
             st.total_duration_s = st.end_ts - st.start_ts
         st.status = st.loop_end or "completed"
         self.save()
@@ -125,7 +124,7 @@ class Ctx:
         time); the old controls' failures move into the record, and the controls and finalize
         run again at the loop's new end (their directories were set aside: `set_aside`)."""
         st = self.state
-        change = LimitChange(ts=time.time(), phase=st.phase, reopened=st.loop_end if reopen else None,
+        change = LimitChange(ts=now(), phase=st.phase, reopened=st.loop_end if reopen else None,
                              changed={k: {"old": getattr(st, k), "new": v} for k, v in values.items()},
                              set_aside=set_aside, phase4_errors=st.phase4_errors if reopen else [])
         for name, value in values.items():

@@ -34,6 +34,16 @@ class ControlSkipped(DriverError):
         self.reason = reason
 
 
+class CostCapReached(DriverError):
+    """A launch (or a control's launches) not submitted: what the run has spent, with its
+    estimated cost, would take the run past --max-cost. In the loop it ends the loop
+    (cost_exhausted); a control is recorded as skipped with the reason."""
+
+    def __init__(self, arm: str, what: str, reason: str):
+        super().__init__(f"[{arm}] {what} not submitted: {reason}")
+        self.arm, self.what, self.reason = arm, what, reason
+
+
 class StillRunning(DriverError):
     """A launch the driver could not confirm stopped: nothing else may be launched beside it, so
     the driver stops instead of moving on to the next arm (a failed arm is recorded and the loop

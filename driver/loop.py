@@ -5,17 +5,20 @@
     -> finalize -> done
 
 Phases do work and report; they never choose their successor. The gate before each iteration is
-the only exit of the loop: elapsed >= budget, or iteration index >= max_iters. run.json is saved
-after every transition, so a driver killed anywhere resumes at the phase it was in, and every
-phase is re-entrant.
+the loop's exit: the budget is spent, or what is left of it would not cover one more iteration
+and the controls (the budget is the whole run's), or iteration index >= max_iters. The one other
+is a launch that --max-cost refuses (CostCapReached), which ends the loop where it stands. run.json
+is saved after every transition, so a driver killed anywhere resumes at the phase it was in, and
+every phase is re-entrant.
 """
 from __future__ import annotations
 
 from driver import faults
 from driver.envs import worker
 from driver.context import Ctx
-from driver.errors import ArmAborted, DriverError, UsageError, WaitingForTeacher, os_error_advice
-from driver.arms import table
+from driver.errors import (ArmAborted, CostCapReached, DriverError, UsageError, WaitingForTeacher,
+                           os_error_advice)
+from driver.arms import budget, table
 from driver.phases import controls, finalize, iteration, setup
 from driver.run.model import PhaseRecord
 from driver.run.rundir import now
@@ -30,22 +33,63 @@ def phases() -> tuple[str, ...]:
 
 
 def gate(ctx: Ctx) -> str:
-    """The pre-iteration gate. Teacher opinion never ends the loop; --max-cost is a second
-    budget, checked here beside --budget against what the run's launches have cost."""
+    """The pre-iteration gate. Teacher opinion never ends the loop. The budget, and --max-cost,
+    are the whole run's, the controls included: another iteration starts only while what is left
+    covers it and the controls still to run, at what the run has measured so far
+    (driver/arms/budget.py)."""
+    st = ctx.state
+    nxt = st.iteration + 1
+    end, account = _loop_end(ctx, nxt)
+    if end is None:
+        st.iteration = nxt
+        if account:
+            ctx.say(f"[gate] iteration {nxt}: {account}")
+        return "weakness"
+    st.loop_end = end
+    ctx.say(f"[gate] loop ends: {end} (after iteration {st.iteration})" + (f": {account}" if account else ""))
+    return after_controls_from(0)
+
+
+def _loop_end(ctx: Ctx, nxt: int) -> tuple[str | None, str]:
+    """How the loop ends at this gate (None: iteration `nxt` starts), and the reserve's account
+    in words. A spent budget ends it before the iteration cap does, as ever; the reserve is
+    asked only where another iteration could start."""
     from driver.backends import spent_usd
 
     st = ctx.state
-    nxt = st.iteration + 1
-    if now() - st.start_ts >= st.budget_seconds:
-        st.loop_end = "budget_exhausted"
-    elif st.max_cost_usd is not None and spent_usd(ctx.rd.path) >= st.max_cost_usd:
-        st.loop_end = "cost_exhausted"
-    elif nxt >= st.max_iters:
-        st.loop_end = "max_iters_reached"
-    else:
-        st.iteration = nxt
-        return "weakness"
-    ctx.say(f"[gate] loop ends: {st.loop_end} (after iteration {st.iteration})")
+    left_s = st.budget_seconds - (now() - st.start_ts)
+    cap = st.max_cost_usd
+    spent = spent_usd(ctx.rd.path) if cap is not None else 0.0
+    if left_s <= 0:
+        return "budget_exhausted", ""
+    if cap is not None and spent >= cap:
+        return "cost_exhausted", ""
+    if nxt >= st.max_iters:
+        return "max_iters_reached", ""
+    accounts = []
+    need_time = budget.time_reserve(ctx)
+    if need_time is not None:
+        accounts.append(budget.time_account(need_time, left_s, st.budget_seconds))
+        if not need_time.covered_by(left_s):
+            return "budget_exhausted", accounts[-1]
+    need_money = budget.cost_reserve(ctx) if cap is not None else None
+    if need_money is not None:
+        accounts.append(budget.cost_account(need_money, cap - spent, cap))
+        if not need_money.covered_by(cap - spent):
+            return "cost_exhausted", accounts[-1]
+    return None, "; ".join(accounts)
+
+
+def _launch_refused(ctx: Ctx, phase: str, e: CostCapReached) -> str:
+    """--max-cost refused a launch of the loop's: the loop ends where it stands (cost_exhausted)
+    and the controls follow, each checked in turn. An iteration left untrained or unevaluated is
+    recorded as skipped with the reason."""
+    st = ctx.state
+    n = st.iteration if phase in LOOP else 0   # else the baseline: iter_0
+    if n >= 1:
+        iteration.record_not_launched(ctx, n, str(e))
+    st.loop_end = "cost_exhausted"
+    ctx.say(f"{e}; the loop ends: cost_exhausted")
     return after_controls_from(0)
 
 
@@ -67,6 +111,15 @@ def _checked(ctx: Ctx, n: int, outcome: str, on_ok: str) -> str:
 
 def step(ctx: Ctx, phase: str) -> str:
     """Run one phase and return the next one."""
+    try:
+        return _step(ctx, phase)
+    except CostCapReached as e:
+        if phase != "baseline" and phase not in LOOP:
+            raise   # a control records its own (driver/phases/controls.py)
+        return _launch_refused(ctx, phase, e)
+
+
+def _step(ctx: Ctx, phase: str) -> str:
     n = ctx.state.iteration
     if phase == "introspect":
         setup.introspect(ctx)

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Iterator
 
-from rl_contract.steps import StepDirs
+from rl_contract.steps import StepDirs, is_step_dir
 
 COMMIT = "09e2977"   # prime-rl v0.5.1.dev209
 _CFG = "packages/prime-rl-configs/src/prime_rl/configs"
@@ -121,6 +121,30 @@ def failed_final_eval_rollouts(log_lines: Iterable[str]) -> int:
     return failed or 0
 
 
+# every eval env's rows of one eval, in one file of its step's rollouts dir (orchestrator.py:813-834)
+EVAL_FILE_NAME = "eval_rollouts.jsonl"
+# what a sealed row says in place of an error's text: only that the rollout raised is read
+SEALED_ERROR = "the rollout raised (its message is sealed with the eval)"
+
+
+def sealed_row(row: dict) -> dict:
+    """An eval row cut to what the driver measures an arm by (driver/analysis/evaluation.py's
+    numeric view reads nothing else): the example's id, the env's label where the row has one,
+    whether the rollout raised, the reward and the numeric metrics. The view reads the same
+    numbers from it as from the whole row, and a sealed row seals to itself; no prompt,
+    completion, answer, info or error text is kept."""
+    metrics = row.get("metrics") if isinstance(row.get("metrics"), dict) else {}
+    reward = row.get("reward")
+    cut: dict = {"example_id": row.get("example_id")}
+    if isinstance(row.get("env_name"), str):
+        cut["env_name"] = row["env_name"]
+    cut["error"] = None if row.get("error") is None else SEALED_ERROR
+    cut["reward"] = float(reward) if isinstance(reward, (int, float)) else 0.0
+    cut["metrics"] = {str(k): float(v) for k, v in metrics.items()
+                      if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return cut
+
+
 class ClassicLayout(StepDirs):
     # what a gradient probe's one-step launch overlays on its config
     probe_overlay = PROBE_FILTERS
@@ -136,7 +160,18 @@ class ClassicLayout(StepDirs):
         return Path(out) / "weights" / f"step_{step}"
 
     def eval_file(self, out: Path, step: int) -> Path:
-        return self.rollouts_dir(out) / f"step_{step}" / "eval_rollouts.jsonl"
+        return self.rollouts_dir(out) / f"step_{step}" / EVAL_FILE_NAME
+
+    eval_file_name = EVAL_FILE_NAME
+
+    def is_eval_file(self, path: Path) -> bool:
+        """An eval's rollout file, wherever a launch wrote one: rollouts/step_N/eval_rollouts.jsonl
+        (the final eval's, a base-model or in-loop eval's: orchestrator.py:402-407,813-834)."""
+        return Path(path).name == EVAL_FILE_NAME and is_step_dir(Path(path).parent)
+
+    def sealed_eval_row(self, row: dict) -> dict:
+        """An eval row cut to its numbers (sealed_row)."""
+        return sealed_row(row)
 
     def train_file(self, out: Path, step: int) -> Path:
         return self.rollouts_dir(out) / f"step_{step}" / "train_rollouts.jsonl"

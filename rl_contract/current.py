@@ -23,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Iterator
 
-from rl_contract.steps import StepDirs
+from rl_contract.steps import StepDirs, is_step_dir
 
 COMMIT = "559b447"   # prime-rl v0.8.1.dev67
 _CFG = "packages/prime-rl-configs/src/prime_rl/configs"
@@ -89,6 +89,8 @@ RUN_NAME = "run"
 # the subset of rows read: `all` holds every finished episode on arrival, errored ones included
 # (a row's `errored` says so; they are counted apart, never as wrong answers)
 SUBSET = "all"
+# the episodes file of every kind and subset, train and eval (monitors/file.py:50)
+TRACES = "traces.jsonl"
 # consecutive empty train batches before the orchestrator aborts the run
 MAX_CONSECUTIVE_EMPTY_BATCHES = 10
 # batch equivalents of groups with no trainable survivor before it aborts the run
@@ -169,6 +171,30 @@ def eval_view(episode: dict) -> dict:
             "metrics": metrics if ok else {k: 0.0 for k in metrics}}
 
 
+def sealed_episode(episode: dict) -> dict:
+    """An eval episode cut to what `eval_view` reads, in the episode's own shape: the task key,
+    the env's name, `ok`, and each trace's rewards (numeric scores and weights) and numeric
+    metrics. `eval_view` reads the same numbers from it as from the whole episode, and a sealed
+    episode seals to itself; no prompt, completion, answer, info or error text is kept."""
+    def number(x: object) -> bool:
+        return isinstance(x, (int, float))
+
+    traces = []
+    for trace in episode.get("traces") or []:
+        if not isinstance(trace, dict):
+            continue
+        rewards = {}
+        for name, r in (trace.get("rewards") or {}).items():
+            if isinstance(r, dict):   # a score or weight that is no number reads as its default
+                rewards[str(name)] = {k: float(r[k]) for k in ("score", "weight") if number(r.get(k))}
+        traces.append({"rewards": rewards,
+                       "metrics": {str(k): float(v) for k, v in (trace.get("metrics") or {}).items()
+                                   if number(v) and not isinstance(v, bool)}})
+    return {"task": {"key": (episode.get("task") or {}).get("key")},
+            "env": {"name": (episode.get("env") or {}).get("name")},
+            "ok": bool(episode.get("ok", True)), "traces": traces}
+
+
 class CurrentLayout(StepDirs):
     # what a gradient probe's one-step launch overlays on its config
     probe_overlay = PROBE_FILTERS
@@ -205,10 +231,24 @@ class CurrentLayout(StepDirs):
 
     def eval_file(self, out: Path, step: int) -> Path:
         return (self.final_eval_dir(out, step) / "rollouts" / f"step_{self.final_eval_step(step)}"
-                / "eval" / SUBSET / "traces.jsonl")
+                / "eval" / SUBSET / TRACES)
+
+    # the name of an eval's episodes file (and of a train one)
+    eval_file_name = TRACES
+
+    def is_eval_file(self, path: Path) -> bool:
+        """An eval's episodes file, wherever a launch wrote one: rollouts/step_N/eval/<subset>/
+        traces.jsonl (both subsets the FileMonitor writes, monitors/file.py:43-59; the
+        final-weights eval's, an in-run eval's)."""
+        p = Path(path)
+        return p.name == TRACES and p.parent.parent.name == "eval" and is_step_dir(p.parent.parent.parent)
+
+    def sealed_eval_row(self, row: dict) -> dict:
+        """An eval episode cut to its numbers (sealed_episode)."""
+        return sealed_episode(row)
 
     def train_file(self, out: Path, step: int) -> Path:
-        return self.rollouts_dir(out) / f"step_{step}" / "train" / SUBSET / "traces.jsonl"
+        return self.rollouts_dir(out) / f"step_{step}" / "train" / SUBSET / TRACES
 
     def progress_files(self, out: Path, start: int, final: int) -> list[Path]:
         """The launch's train `all` files on disk: the step still collecting appends every

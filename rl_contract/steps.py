@@ -10,6 +10,11 @@ from pathlib import Path
 _STEP = re.compile(r"^step_(\d+)$")
 
 
+def is_step_dir(path: Path) -> bool:
+    """A `step_N` directory (by its name)."""
+    return bool(_STEP.match(Path(path).name))
+
+
 class StepDirs:
     def steps(self, directory: Path) -> list[int]:
         if not Path(directory).is_dir():

@@ -12,8 +12,9 @@ CLI's order: an invalid -o, a blank --resume-from, a missing or invalid TOML, th
 shape, a non-string image_tag/gpu_type/volume/volume_size, a --volume-size without a volume, an
 unsupported secret (only WANDB_API_KEY and HF_TOKEN), the missing API key, then the CLI's local
 schema check (utils/training_schema_worker.py's normalize: its deferred sources, its hosted
-refusals and its `Config validation failed:` text; the extra-key check reads the project's
-snapshot of prime-rl's config classes, which are not on an index), then no --yes on a closed
+refusals and its `Config validation failed:` text; the check runs prime-rl's own config classes
+where PRIME_DOUBLE_PRIME_RL_PYTHON names an interpreter holding them, else the extra-key check
+reads the project's snapshot of those classes, which are not on an index), then no --yes on a closed
 stdin ("Aborted.", rc 1). Errors go to stdout as `Error: ...` with rc 1 (volumes ls and usage
 -o json: stderr); a click usage error is rc 2. `--plain` is accepted anywhere. Each behaviour
 cites the 0.18.0 source it copies where it is written.
@@ -37,6 +38,12 @@ with a knob wherever the source leaves a fact open (the tests run each reading):
   double scores v0 at its base skill, so for a `[model] name` that is a double broadcast (its
   skill in config.json) the platform double writes that eval itself, with the trainer double's
   own write_eval at the weights' skill, and runs the rest with skip_first_step;
+- a run's pod has the GPUs its config asks for (rl_contract.launch.gpus_requested: its
+  deployment's inference + trainer (+ teacher) GPUs, what prime-rl's launcher asks the node for):
+  the trainer double sees exactly that many (CUDA_VISIBLE_DEVICES), of the type placed (the
+  requested --gpu-type, else H200_141GB), written to work/<runId>/pod.json; `train get` prints
+  that gpu_count ("Resolved GPU footprint (trainer + inference)", api/rl.py:57-59@0.18.0), and an
+  on-demand rate is the GPU-hour price times it;
 - a run's files show in `volumes ls/get` once it has ended (volumes.py: "A live ... run's
   changes appear once it ends"); `train progress` sees its steps while it runs;
 - billing: an on-demand run is billed its dispatch rate from RUNNING to its end, by the second;
@@ -48,13 +55,40 @@ Knobs (environment): PRIME_DOUBLE_HOME (required: the platform's state, volumes 
 PRIME_DOUBLE_VERSION (0.18.0); PRIME_DOUBLE_ACCOUNT (both | on_demand | reserved);
 PRIME_DOUBLE_MODELS (comma list of the models reserved clusters cache); PRIME_DOUBLE_PRICE
 (on-demand $/GPU-hour, 3.5); PRIME_DOUBLE_USAGE (tokens | none | gpu_hours: what `train usage`
-bills); PRIME_DOUBLE_LAYOUT (flat | run: where the run directory is inside runs/<runId>/);
+bills); PRIME_DOUBLE_LAYOUT (flat | run | split: where the run directory, and its checkpoints,
+are inside runs/<runId>/); PRIME_DOUBLE_VOLUME_LAG=NAME_PART:S[:partial] (such a run's files
+reach the volume S seconds after it ends: none of them meanwhile, or all but its checkpoints);
 PRIME_DOUBLE_RESUME_FROM (config | checkpoint: how `--resume-from` combines with the config's
 [resume]); PRIME_DOUBLE_USER (alice); PRIME_DOUBLE_QUEUE_S (0.2 s queued);
 PRIME_DOUBLE_PAUSE=NAME_PART:K pauses, at step K, each run whose name contains NAME_PART and that
-was not itself resumed (a checkpoint is saved at K, as `train pause` does);
+was not itself resumed (a checkpoint is saved at K, as `train pause` does, "at a checkpoint":
+commands/rl.py:1818@0.18.0); PRIME_DOUBLE_PAUSE_CHECKPOINT (saved | none: whether that pause
+leaves a checkpoint; the platform decides, the CLI only says "at a checkpoint". With `none`,
+`train resume` runs the paused run's stored config as it is, "a new run continuing a PAUSED one
+from its stored config", api/training.py:306-309@0.18.0: for a forked arm its own [resume], the
+checkpoint the arm started from, else step 0 -- the arm's start, dispatched like a continuation);
+PRIME_DOUBLE_RESUME_NAME (keep | new: the name `train resume` gives the new run. The CLI sends no
+name on resume, only gpuType/imageTag/secrets, commands/rl.py:1882-1891@0.18.0, and the name
+"lives on the platform's RFTRun row, not the TOML", api/training.py:659@0.18.0: the platform
+decides; `new` is a name of its own, `run-<hex>`);
+PRIME_DOUBLE_STOP_UNCONFIRMED=NAME_PART makes `train stop -f` of such a live run go through (the
+PUT) without the run reaching a terminal state: the CLI's "did not reach a terminal state after
+180s - it's still being torn down in the background." and "Check status with: prime train get
+RUN", exit 0, no `Status:` line (commands/rl.py:1761-1796@0.18.0); the run runs (and bills) on
+until a later stop that goes through;
+PRIME_DOUBLE_UNRESOLVED=DIST[,DIST] makes those declared requirements of a pushed env fail to
+install (no index the platform reads has them; which index it reads, the platform decides: the
+CLI's own installer uses PyPI plus the env's own index, commands/env.py:2968-2981@0.18.0): the run
+FAILS before it trains, pip's two ERROR lines in its failure analysis, the last as error_message;
+PRIME_DOUBLE_PRIME_RL_PYTHON=PYTHON validates each submitted config with prime-rl's own config
+classes (prime_rl.configs.rl.RLConfig) in that interpreter, as the CLI's schema worker does in
+an env holding prime-rl-configs at the schema commit (utils/training_schema_worker.py:142-190@0.18.0);
+unset, with the project's snapshot of those classes (each check is logged to
+HOME/schema_checks.jsonl);
 PRIME_DOUBLE_FAIL=NAME_PART:MESSAGE fails such a run with that error message before it trains;
 PRIME_DOUBLE_GET_FAIL=NAME_PART makes `train get` of such a run fail (a 5xx) while it runs on;
+PRIME_DOUBLE_PUSH_UNFINALIZED=NAME_PART: the first `env push` of such an env registers its
+content hash and fails at its finalize (then "already exists", never listed);
 PRIME_DOUBLE_STEP_SECONDS=NAME_PART:S gives such a run's steps S seconds each (the trainer
 double's DOUBLE_STEP_SECONDS, for that run alone);
 PRIME_DOUBLE_CREATE_TIMEOUT=NAME_PART:1 makes `prime train` of such a run exit 1 with the CLI's
@@ -190,13 +224,32 @@ def layout() -> str:
     which the CLI's source leaves to the platform ("outputs go under runs/<runId>/",
     commands/rl.py:1139-1155@0.18.0, api/training.py:665-670@0.18.0): `flat` puts it at
     runs/<runId>/ itself (checkpoints/step_N/ right under it, as the platform's volume docs list),
-    `run` one level down, at runs/<runId>/run/ (the output dir, then the config's run.name)."""
+    `run` one level down, at runs/<runId>/run/ (the output dir, then the config's run.name),
+    `split` R at runs/<runId>/run/ but its checkpoints/ and broadcasts/ at runs/<runId>/ (a
+    checkpoint output dir of their own): the volume shows them there, and a config's /volume/
+    path names them there."""
     return os.environ.get("PRIME_DOUBLE_LAYOUT", "flat")
 
 
 def run_root(rec: dict) -> Path:
-    """prime-rl's run directory R of a run, on its volume."""
+    """prime-rl's run directory R of a run, on its volume (as the trainer writes it)."""
     return run_out(rec) if layout() == "flat" else run_out(rec) / "run"
+
+
+_APART = re.compile(r"^(runs/[^/]+)/(checkpoints|broadcasts)(/.*)?$")
+_WRITTEN = re.compile(r"^(runs/[^/]+)/run/(checkpoints|broadcasts)(/.*)?$")
+
+
+def shown(rel: str) -> str:
+    """Where the volume shows a file the trainer wrote at `rel` (the split layout's trees apart)."""
+    m = _WRITTEN.match(rel) if layout() == "split" else None
+    return f"{m[1]}/{m[2]}{m[3] or ''}" if m else rel
+
+
+def written(rel: str) -> str:
+    """Where a path the volume shows was written (shown's inverse)."""
+    m = _APART.match(rel) if layout() == "split" else None
+    return f"{m[1]}/run/{m[2]}{m[3] or ''}" if m else rel
 
 
 def rollout_steps(rec: dict) -> list[int]:
@@ -250,7 +303,8 @@ def rl_run(rec: dict) -> dict:
         "run_config": {"max_steps": cfg.get("max_steps")}, "eval_config": None, "val_config": None,
         "buffer_config": None, "learning_rate": None, "lora_alpha": None,
         "max_inflight_rollouts": None, "oversampling_factor": None, "max_async_level": None,
-        "volume_name": rec["volume_name"], "gpu_count": 2, "wandb_entity": None,
+        "volume_name": rec["volume_name"], "gpu_count": (rec.get("pod") or {}).get("gpu_count"),
+        "wandb_entity": None,
         "wandb_project": None, "wandb_run_name": None,
         "runs_ahead": 0 if rec["status"] == "QUEUED" else None,
         "queue_reason": "waiting for capacity" if rec["status"] == "QUEUED" else None, "notice": None,
@@ -314,18 +368,28 @@ def cmd_models(a) -> None:
             out(f"{o['gpu_type']}  ${o['price_per_gpu_hour']:.2f}")
 
 
-def placement(model: str | None) -> dict:
+def placement(model: str | None, pod: dict) -> dict:
     """Where the platform places a run (the backend derives it; the caller does not choose:
     api/training.py:53-60@0.18.0): a reserved cluster caching the model, else the on-demand pool,
     which downloads an uncached model (api/training.py:113-116@0.18.0). An on-demand run's
-    dispatch answer carries its rate (api/training.py:63-69@0.18.0)."""
+    dispatch answer carries its rate (api/training.py:63-69@0.18.0): the GPU-hour price times the
+    pod's GPUs."""
     if model in reserved_models():
         return {"onDemand": False}
     if account() == "reserved":
         return {"refused": f"model {model} is not cached on any cluster you can dispatch to"}
-    gpus = 2
-    return {"onDemand": True, "gpuType": "H200_141GB", "pricePerGpuHour": price_per_gpu_hour(),
-            "estimatedCostPerHour": round(price_per_gpu_hour() * gpus, 6), "isBeta": True}
+    return {"onDemand": True, "gpuType": pod["gpu_type"], "pricePerGpuHour": price_per_gpu_hour(),
+            "estimatedCostPerHour": round(price_per_gpu_hour() * pod["gpu_count"], 6), "isBeta": True}
+
+
+def pod_for(config: dict, gpu_type: str | None) -> dict:
+    """The pod a run gets: the GPUs its config's deployment asks prime-rl's launcher for
+    (inference + trainer + teacher: rl_contract.launch.gpus_requested, entrypoints/rl.py:130-143
+    @559b447), of the requested type, else the pool's."""
+    sys.path.insert(0, str(HERE.parent))
+    from rl_contract.launch import gpus_requested
+
+    return {"gpu_count": gpus_requested(config), "gpu_type": gpu_type or "H200_141GB"}
 
 
 def cmd_list(a) -> None:
@@ -337,7 +401,9 @@ def cmd_list(a) -> None:
     recs.sort(key=lambda r: r["created_at"], reverse=True)
     page = recs[(a.page - 1) * a.num: a.page * a.num]
     if a.output == "json":
-        dump({"runs": [rl_run(r) for r in page], "total": len(recs), "page": a.page, "per_page": a.num})
+        # volume_name is "only set on the run-detail read" (api/rl.py:53-56@0.18.0)
+        dump({"runs": [{**rl_run(r), "volume_name": None} for r in page], "total": len(recs), "page": a.page,
+              "per_page": a.num})
     else:
         for r in page:
             out(f"{r['id']}  {r['status']}  {r.get('name') or ''}")
@@ -472,6 +538,9 @@ def cmd_stop(a) -> None:
         out("Are you sure you want to stop run " + a.run_id + "? [y/N]: Aborted.")
         raise Exit(1)
     rec = _run_or_404(a.run_id)
+    if rec["status"] not in TERMINAL and _named(os.environ.get("PRIME_DOUBLE_STOP_UNCONFIRMED"), rec.get("name")):
+        _stop_unconfirmed(rec)
+        return
     # commands/rl.py:1761@0.18.0: PUT /rft/runs/{id}/stop answers the run; its follow-up reads
     # (:1769-1787) give up quietly when `get` fails, so the answer to the PUT is what is printed
     if rec["status"] not in TERMINAL:
@@ -489,8 +558,24 @@ def cmd_stop(a) -> None:
         out(f"✓ Run {a.run_id} stopped successfully")
         out("Status: STOPPED")
     else:
-        out(f"Run {a.run_id} reached a terminal state before the stop completed")
+        out(f"Run {a.run_id} reached a terminal state before the stop completed - it was not actively stopped.")
         out(f"Status: {rec['status']}")
+
+
+def _named(part: str | None, name: str | None) -> bool:
+    """A NAME_PART knob that names this run."""
+    return bool(part and name and part in name)
+
+
+def _stop_unconfirmed(rec: dict) -> None:
+    """PRIME_DOUBLE_STOP_UNCONFIRMED: the stop's PUT went through, but the run had not reached a
+    terminal state when the CLI's follow-up reads ended (its 180 s, or the first that failed:
+    commands/rl.py:1761-1786@0.18.0). The CLI says so and exits 0 with no `Status:` line
+    (:1788-1796). How long the teardown takes the platform decides: here the run runs, and bills,
+    on until a stop goes through."""
+    update_run(rec["id"], stop_requested_at=time.time())
+    out(f"Run {rec['id']} did not reach a terminal state after 180s - it's still being torn down in the background.")
+    out(f"Check status with: prime train get {rec['id']}")
 
 
 def _collect_secrets(env_args: list[str], env_files: list[str]) -> dict:
@@ -526,10 +611,110 @@ def _collect_secrets(env_args: list[str], env_files: list[str]) -> dict:
 def local_check(config: dict) -> str | None:
     """The CLI's local schema check of a dedicated RL config (utils/training_schema_worker.py
     normalize, :142-190@0.18.0), run by `prime train` before it asks to launch
-    (commands/rl.py:679-699@0.18.0): its message, or None. prime-rl's config classes are not
-    installable here (prime-rl-configs is not on an index), so the extra-key check reads the
-    schema snapshot the project keeps of them; the order, what is deferred and every message are
-    the worker's."""
+    (commands/rl.py:679-699@0.18.0): its message, or None. The CLI runs it with prime-rl's own
+    config classes, in an env holding prime-rl-configs at the schema commit; the double does the
+    same where PRIME_DOUBLE_PRIME_RL_PYTHON names an interpreter that imports them (prime-rl's
+    test env at 559b447: tools/prime_rl_testenv.py), and reads the project's snapshot of them
+    where none is named or it cannot import them (prime-rl-configs is not on an index). Each
+    check is logged to HOME/schema_checks.jsonl with what it ran on."""
+    python = os.environ.get("PRIME_DOUBLE_PRIME_RL_PYTHON")
+    answer = prime_rl_check(config, python) if python else {"by": "snapshot", "why": "no interpreter named"}
+    if answer["by"] == "snapshot":
+        answer["error"] = snapshot_check(config)
+    with open(home() / "schema_checks.jsonl", "a") as f:
+        f.write(json.dumps({"name": config.get("name"), **answer}) + "\n")
+    return answer["error"]
+
+
+def prime_rl_check(config: dict, python: str) -> dict:
+    """The check run by prime-rl's own classes in `python` (this file's _prime_rl_check), as
+    {"by": "prime-rl", "error": message or None}; {"by": "snapshot", "why": ...} where that
+    interpreter cannot import them."""
+    data = {k: v for k, v in config.items() if k != "name"}   # commands/rl.py:519-520@0.18.0
+    try:
+        r = subprocess.run([python, str(Path(__file__).resolve()), "_prime_rl_check"], input=json.dumps(data),
+                           capture_output=True, text=True, timeout=120)
+        answer = json.loads(r.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as e:
+        return {"by": "snapshot", "why": f"{python}: {e}"}
+    if r.returncode != 0 or "error" not in answer:
+        return {"by": "snapshot", "why": f"{python}: {answer.get('unavailable') or r.stderr[-300:]}"}
+    return {"by": "prime-rl", "error": answer["error"], "configs": answer.get("configs")}
+
+
+def _prime_rl_check() -> int:
+    """Run in prime-rl's interpreter: the schema worker's normalize on the config read from
+    stdin (utils/training_schema_worker.py:142-190@0.18.0), printed as {"error": ...}: [k8s]
+    refused (:144-148); the sources and the eval block deferred (:9-16); RLConfig's own
+    validation, its errors as format_errors words them (:101-104); the hosted refusals, read off
+    the validated config (:107-127); then the eval block without its sources, only its own
+    errors counted (:53-98)."""
+    try:
+        from prime_rl.configs.rl import RLConfig
+        from pydantic import ValidationError
+    except ImportError as e:
+        print(json.dumps({"unavailable": f"cannot import prime-rl's config classes: {e}"}))
+        return 1
+    import prime_rl.configs
+
+    data = json.load(sys.stdin)
+
+    def said(error: str | None) -> int:
+        print(json.dumps({"error": error, "configs": prime_rl.configs.__file__}))
+        return 0
+
+    def worded(errors: list[dict]) -> str:
+        return "Config validation failed:\n" + "\n".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}"
+                                                         for e in errors)
+
+    if data.pop("k8s", None):
+        return said("[k8s] is not supported for hosted runs: Platform manages deployment settings. "
+                    "Remove the [k8s] table.")
+    orch = data.get("orchestrator") or {}
+    deferred = {}
+    if isinstance(orch.get("train"), dict) and "source" in orch["train"]:
+        deferred["train_source"] = orch["train"].pop("source")
+    if "eval" in orch:
+        deferred["eval"] = orch.pop("eval")
+    if (data.get("deployment") or {}).get("type") == "multi_node" and "slurm" not in data:
+        data["slurm"] = {}   # :158-160: schema launchers provide SLURM settings
+    try:
+        cfg = RLConfig.model_validate(data)
+    except ValidationError as e:
+        return said(worded(e.errors(include_input=False)))
+    except Exception as e:   # main's handler (:204-210): any other failure is its own words
+        return said(str(e))
+    if cfg.clean:
+        return said("clean = true is unsupported for hosted runs: start a new run instead.")
+    if getattr(getattr(cfg.inference, "deployment", None), "type", None) == "disaggregated":
+        return said('inference.deployment type = "disaggregated" is unsupported for hosted runs.')
+    trainer_only = cfg.deployment.type == "single_node" and (cfg.inference is None or cfg.deployment.num_infer_gpus == 0)
+    if trainer_only and getattr(getattr(cfg.trainer, "data", None), "fake", None) is None:
+        return said("Hosted RL runs need inference GPUs: set deployment.num_infer_gpus and an "
+                    "[inference] table, or use fake trainer data (trainer.data.fake) for a "
+                    "trainer-only run.")
+    if "eval" in deferred:
+        probe = json.loads(json.dumps(data))
+        probe.setdefault("orchestrator", {})["eval"] = {k: v for k, v in deferred["eval"].items() if k != "source"}
+        try:
+            RLConfig.model_validate(probe)
+        except ValidationError as e:
+            def own(loc: tuple) -> bool:   # deferred_block_error (:92-98)
+                return loc[:2] == ("orchestrator", "eval") and len(loc) > 2 and loc[2] != "source"
+            mine = [x for x in e.errors(include_input=False)
+                    if own(tuple(x["loc"])) or (tuple(x["loc"]) == ("orchestrator", "eval")
+                                                and x["type"] not in ("value_error", "assertion_error"))]
+            if mine:
+                return said(worded(mine))
+        except Exception:
+            pass   # :78-79: a validator that needs the sources says nothing here
+    return said(None)
+
+
+def snapshot_check(config: dict) -> str | None:
+    """local_check on the project's snapshot of prime-rl's config classes: the order, what is
+    deferred and every message are the schema worker's; its validators (resume.dir naming a
+    step_N, the deployment's GPU total) are not in it."""
     sys.path.insert(0, str(HERE.parent))
     from driver.dialects import current_schema
 
@@ -671,7 +856,8 @@ def cmd_train_run(a) -> None:
                 out(f"Tip: a run resumes once `prime train get {a.resume_from}` shows PAUSED")
                 raise Exit(1)
             volume = source["volume_name"]
-        placed = placement(((config.get("model") or {}).get("name")))
+        pod = pod_for(config, a.gpu_type or raw.get("gpu_type"))
+        placed = placement(((config.get("model") or {}).get("name")), pod)
         if placed.get("refused"):
             fail(f"Error: HTTP 409: {placed['refused']}")   # create_run's APIError, :760-762
         if not volume:
@@ -682,7 +868,7 @@ def cmd_train_run(a) -> None:
             volume_root(volume).mkdir(parents=True)
         rec = {"id": _new_id(), "name": name, "status": "QUEUED", "config": config, "volume_name": volume,
                "created_at": time.time(), "resume_from": a.resume_from, "secrets": sorted(secrets),
-               "config_path": str(path.resolve()), "placement": placed}
+               "config_path": str(path.resolve()), "placement": placed, "pod": pod}
         _dispatch(rec, a.output)
 
 
@@ -701,11 +887,22 @@ def cmd_train_resume(a) -> None:
             fail("Error: HTTP 404: Run not found")   # :1905-1907
         if source["status"] != "PAUSED":
             fail(f"Error: HTTP 409: Run {a.run_id} is not PAUSED")
-        rec = {"id": _new_id(), "name": source.get("name"), "status": "QUEUED", "config": source["config"],
+        rec = {"id": _new_id(), "name": resumed_name(source), "status": "QUEUED", "config": source["config"],
                "volume_name": source["volume_name"], "created_at": time.time(),
                "resume_from": a.run_id, "resumed_by": "resume", "secrets": sorted(secrets),
-               "config_path": source.get("config_path"), "placement": source["placement"]}
+               "config_path": source.get("config_path"), "placement": source["placement"],
+               "pod": source.get("pod")}
         _dispatch(rec, a.output)
+
+
+def resumed_name(source: dict) -> str | None:
+    """The name the platform gives a paused run's continuation (PRIME_DOUBLE_RESUME_NAME). The
+    resume request carries none (commands/rl.py:1882-1891@0.18.0) and a run's name is the
+    platform's row, not its config (api/training.py:659@0.18.0): `keep` copies the paused run's,
+    `new` is one of the platform's own."""
+    if os.environ.get("PRIME_DOUBLE_RESUME_NAME", "keep") == "new":
+        return "run-" + hashlib.sha256(f"{source['id']}{time.time()}".encode()).hexdigest()[:8]
+    return source.get("name")
 
 
 # ---- env ----------------------------------------------------------------------------------
@@ -757,6 +954,19 @@ def cmd_env_push(a) -> None:
     env_name = a.name or project.get("name")
     if not env_name:
         fail("Error: No name found in pyproject.toml and no --name provided")
+    if a.auto_bump or a.post:
+        # commands/env.py:877-907@0.18.0: the bumped version is written into pyproject.toml
+        # before the build (bump_version: patch + 1; bump_post_version: .postN -> .postN+1, else .post0)
+        old = project.get("version")
+        m = re.match(r"^(?P<base>.*?)(?:\.post|post)(?P<num>\d+)$", old or "")
+        new = ((f"{m['base']}.post{int(m['num']) + 1}" if m else re.sub(r"([+-].*)$", "", old) + ".post0")
+               if a.post else ".".join([*old.split(".")[:2], str(int(old.split(".")[2]) + 1)]))
+        out(f"Auto-bumping version: {old} → {new}")
+        text = (env_path / "pyproject.toml").read_text()
+        (env_path / "pyproject.toml").write_text(
+            re.sub(r'(\s*)version\s*=\s*["\'][^"\']*["\']', rf'\1version = "{new}"', text, flags=re.M))
+        out("✓ Updated version in pyproject.toml")
+        project["version"] = new
     version = project.get("version", "0.0.0")
     out(f"Environment name: {env_name}")
     if not list(env_path.glob("*.py")) and not any((d / "__init__.py").exists() for d in env_path.iterdir() if d.is_dir()):
@@ -779,7 +989,7 @@ def cmd_env_push(a) -> None:
             "visibility": (a.visibility or "PUBLIC").upper(), "versions": []}
         out(f"✓ {'Found existing' if existed else 'Created'} environment: {owner}/{env_name}")
         digest = content_hash(env_path)
-        if any(v["content_hash"] == digest for v in rec["versions"]):
+        if any(v["content_hash"] == digest for v in rec["versions"]) or digest in rec.get("unfinalized", []):
             out("Failed to prepare wheel upload: HTTP 409: Wheel with this content hash already "
                 "exists for this environment")
             out("Tip: If you've made changes to your environment, ensure the content has actually changed.")
@@ -789,6 +999,15 @@ def cmd_env_push(a) -> None:
             out("Unexpected error: 1")
             raise Exit(1)
         out("Uploading wheel ...")
+        if _knob("PRIME_DOUBLE_PUSH_UNFINALIZED", env_name) is not None and not rec.get("unfinalized"):
+            # the wheel is registered under its content hash (POST .../wheels), then its
+            # finalize fails (commands/env.py:1150-1195@0.18.0): the version is never listed nor
+            # installable, and a retry of the same content is refused as "already exists"
+            rec.setdefault("unfinalized", []).append(digest)
+            rec_path.parent.mkdir(parents=True, exist_ok=True)
+            write_json(rec_path, rec)
+            out("Failed to finalize wheel upload: HTTP 500: Internal Server Error")
+            raise Exit(1)
         runtime = a.runtime or "v0"
         out(f"Publishing as {'verifiers v1' if runtime == 'v1' else 'legacy verifiers v0'} "
             f"({'from --runtime' if a.runtime else 'from the verifiers requirement'})")
@@ -858,20 +1077,36 @@ def _rel(path: str) -> str:
 
 
 def _hidden(volume: str, rel: str) -> bool:
-    """A live run's files show once it ends."""
+    """A live run's files show once it ends (and, with PRIME_DOUBLE_VOLUME_LAG, some time after)."""
     parts = rel.split("/")
     if len(parts) >= 2 and parts[0] == "runs" and parts[1]:
         if parts[1] == ".sessions":
             return True
         rec = load_run(parts[1])
-        return rec is not None and rec["status"] not in TERMINAL
+        return rec is not None and (rec["status"] not in TERMINAL or _lagging(rec, rel))
     return False
+
+
+def _lagging(rec: dict, rel: str) -> bool:
+    """PRIME_DOUBLE_VOLUME_LAG=NAME_PART:S[:partial]: an ended run's files reach the volume S
+    seconds after its end, all of them (its prefix is then "No such file or directory", exit 1)
+    or, with `partial`, all but its checkpoints and broadcasts. The CLI promises a run's changes
+    only "once it ends" (commands/volumes.py:1297@0.18.0); how long the sync trails the status
+    flip is the platform's."""
+    spec = _knob("PRIME_DOUBLE_VOLUME_LAG", rec.get("name"))
+    if not spec:
+        return False
+    seconds, _, how = spec.partition(":")
+    ended = rec.get("completed_at") or rec.get("updated_at") or 0
+    if time.time() >= float(ended) + float(seconds):
+        return False
+    return how != "partial" or bool(re.search(r"/(checkpoints|broadcasts)(/|$)", rel))
 
 
 def _entries(volume: str, rel: str, recursive: bool) -> list[dict]:
     root = volume_root(volume)
     base = rel.rstrip("/")
-    target = root / base if base else root
+    target = root / written(base) if base else root
     if base and (_hidden(volume, base) or not target.exists()):
         err(f"Error: No such file or directory on the volume: /{base}")
         raise Exit(1)
@@ -882,7 +1117,7 @@ def _entries(volume: str, rel: str, recursive: bool) -> list[dict]:
     found = []
     walker = target.rglob("*") if recursive else target.iterdir()
     for p in walker:
-        r = p.relative_to(root).as_posix()
+        r = shown(p.relative_to(root).as_posix())
         if _hidden(volume, r) or p.name.endswith(".part"):
             continue
         if p.is_dir():
@@ -914,7 +1149,7 @@ def cmd_volumes_get(a) -> None:
         fail(f"Error: Volume '{a.name}' not found")
     rel = _rel(a.remote_path)
     base = rel.rstrip("/")
-    src = volume_root(a.name) / base if base else volume_root(a.name)
+    src = volume_root(a.name) / written(base) if base else volume_root(a.name)
     if (base and _hidden(a.name, base)) or not src.exists():
         fail(f"No such file or directory on the volume: /{base}")
     local = a.local_dest
@@ -926,7 +1161,7 @@ def cmd_volumes_get(a) -> None:
         return
     into = Path(local) if (not base or rel.endswith("/")) else Path(local) / src.name
     for p in src.rglob("*"):
-        if p.is_file() and not _hidden(a.name, p.relative_to(volume_root(a.name)).as_posix()):
+        if p.is_file() and not _hidden(a.name, shown(p.relative_to(volume_root(a.name)).as_posix())):
             d = into / p.relative_to(src)
             d.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, d)
@@ -957,7 +1192,7 @@ def _knob(var: str, name: str | None) -> str | None:
 
 
 def _mounted(value: str, volume: str) -> str:
-    return str(volume_root(volume) / value.removeprefix("/volume/")) if value.startswith("/volume/") else value
+    return str(volume_root(volume) / written(value.removeprefix("/volume/"))) if value.startswith("/volume/") else value
 
 
 def _hub_id(tid: str) -> tuple[str, str, str] | None:
@@ -1035,6 +1270,30 @@ def _imports(src: Path) -> set[str]:
     return found
 
 
+def unresolved_problem(sources: list[dict]) -> list[str] | None:
+    """PRIME_DOUBLE_UNRESOLVED: pip's answer when a requirement a pushed taskset declared is on
+    no index the platform installs from (its two ERROR lines), or None. Which index that is the
+    platform decides; the CLI's own installer reads PyPI plus the env's own index
+    (commands/env.py:2968-2981@0.18.0), and a bare distribution name resolves only where one of
+    them has it."""
+    from packaging.requirements import Requirement
+
+    missing = {_module_of(n) for n in os.environ.get("PRIME_DOUBLE_UNRESOLVED", "").split(",") if n.strip()}
+    if not missing:
+        return None
+    for s in sources:
+        parts = _hub_id(str(((s.get("env") or {}).get("taskset") or {}).get("id")))
+        if parts is None or _public(parts[0]) or not hub_record(parts[0], parts[1]).exists():
+            continue   # install_problem says why such a taskset cannot be installed
+        versions = [v for v in json.loads(hub_record(parts[0], parts[1]).read_text())["versions"]
+                    if not parts[2] or v["semantic_version"] == parts[2]]
+        for req in (versions[-1].get("requires_dist") or []) if versions else []:
+            if _module_of(Requirement(req).name) in missing:
+                return [f"ERROR: Could not find a version that satisfies the requirement {req} (from versions: none)",
+                        f"ERROR: No matching distribution found for {req}"]
+    return None
+
+
 def install_problem(sources: list[dict]) -> str | None:
     """Why the platform could not install and load a run's tasksets, or None. Each taskset is
     installed from the Environments Hub by its id, with the requirements its wheel declared
@@ -1071,6 +1330,16 @@ def install_problem(sources: list[dict]) -> str | None:
     return None
 
 
+def pod_env(rec: dict, work: Path) -> dict:
+    """What the run's pod shows the trainer: exactly its GPUs (CUDA_VISIBLE_DEVICES, which
+    prime-rl's launcher counts: utils/process.py:36-43@559b447), never the host's; the pod is
+    written to work/<runId>/pod.json."""
+    pod = rec.get("pod") or {"gpu_count": 2, "gpu_type": "H200_141GB"}
+    visible = ",".join(str(i) for i in range(int(pod["gpu_count"])))
+    write_json(work / "pod.json", {**pod, "CUDA_VISIBLE_DEVICES": visible})
+    return {"CUDA_VISIBLE_DEVICES": visible}
+
+
 def worker(run_id: str) -> int:
     import tomli_w
 
@@ -1097,10 +1366,20 @@ def worker(run_id: str) -> int:
         # 702-703@0.18.0: "a PAUSED run to continue from"): PRIME_DOUBLE_RESUME_FROM=checkpoint
         # continues from the paused run's last checkpoint whatever the config says, `config`
         # runs the submitted config as it is (its [resume], or none) on the paused run's volume.
-        if rec.get("resumed_by") == "resume" or os.environ.get("PRIME_DOUBLE_RESUME_FROM", "config") == "checkpoint":
+        # A paused run that left no checkpoint (PRIME_DOUBLE_PAUSE_CHECKPOINT=none) has nothing to
+        # continue from: its stored config runs as it is ("from its stored config",
+        # api/training.py:306-309@0.18.0), from wherever that config starts.
+        if ckpts and (rec.get("resumed_by") == "resume"
+                      or os.environ.get("PRIME_DOUBLE_RESUME_FROM", "config") == "checkpoint"):
             cfg["resume"] = {"dir": str(ckpts[-1])}
     failing = _knob("PRIME_DOUBLE_FAIL", rec.get("name"))
     orch = cfg.get("orchestrator") or {}
+    problem = unresolved_problem((orch.get("train") or {}).get("source", []) + (orch.get("eval") or {}).get("source", []))
+    if problem:   # pip's own two lines: the last is the error message, both are the evidence
+        update_run(run_id, status="FAILED", error_message=problem[-1], completed_at=time.time(),
+                   failure_analysis={"rootCause": problem[-1], "evidence": problem, "confidence": 0.9},
+                   rollouts_trained=0)
+        return 0
     problem = install_problem((orch.get("train") or {}).get("source", []) + (orch.get("eval") or {}).get("source", []))
     if failing or problem:
         msg = failing or problem
@@ -1126,12 +1405,15 @@ def worker(run_id: str) -> int:
             ev["skip_first_step"] = True
     work = home() / "work" / run_id
     (work / "rl.toml").write_text(tomli_w.dumps(cfg))
-    env = dict(os.environ)
+    env = {**os.environ, **pod_env(rec, work)}
     step_s = _knob("PRIME_DOUBLE_STEP_SECONDS", rec.get("name"))
     if step_s is not None:
         env["DOUBLE_STEP_SECONDS"] = step_s
     if os.environ.get("PRIME_DOUBLE_GET_FAIL") and os.environ["PRIME_DOUBLE_GET_FAIL"] in (rec.get("name") or ""):
-        env["DOUBLE_HANG_AT_STEP"] = "1"   # a lost run runs on (and bills) until it is stopped
+        # a lost run runs on (and bills) until it is stopped: it hangs at its first step, the one
+        # after the checkpoint it resumes from (a forked arm's first step is not step 1)
+        first = int(Path(cfg["resume"]["dir"]).name.split("_")[1]) + 1 if (cfg.get("resume") or {}).get("dir") else 1
+        env["DOUBLE_HANG_AT_STEP"] = str(first)
     with open(work / "trainer.log", "w") as log:
         rc = subprocess.run([sys.executable, str(TRAINER_DOUBLE), "@", str(work / "rl.toml")], env=env,
                             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT).returncode
@@ -1153,6 +1435,8 @@ def worker(run_id: str) -> int:
         update_run(run_id, status="FAILED", error_message=msg,
                    failure_analysis={"rootCause": msg, "evidence": lines[-3:], "confidence": 0.9}, **done)
     elif pause and not rec.get("resume_from") and int(pause) < full_steps:
+        if os.environ.get("PRIME_DOUBLE_PAUSE_CHECKPOINT", "saved") == "none":
+            shutil.rmtree(R / "checkpoints", ignore_errors=True)   # paused with no checkpoint of its own
         update_run(run_id, status="PAUSED", **done)
     else:
         update_run(run_id, status="COMPLETED", **done)
@@ -1285,6 +1569,8 @@ def main(argv: list[str]) -> int:
     argv = [a for a in argv if a != "--plain"]
     if argv[:1] == ["_worker"]:
         return worker(argv[1])
+    if argv[:1] == ["_prime_rl_check"]:   # run by local_check in prime-rl's interpreter
+        return _prime_rl_check()
     try:
         h = home()
         with open(h / "calls.jsonl", "a") as f:

@@ -16,7 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import FAST, driver, driver_env, run_dir_from, with_test_envs
+from conftest import ENVS, FAST, driver, driver_env, run_dir_from, with_test_envs
+from tests_support import assert_every_eval_file_is_sealed, files_holding
 
 
 
@@ -132,10 +133,25 @@ def cite(b: dict, row: dict) -> str:
     return b["cite"].replace("<step>", str(row["step"])).replace("<idx>", str(row["idx"]))
 
 
+def eval_prompts_found(run_dir: Path) -> list[str]:
+    """The files where a teacher with a shell finds any of digit_tally's eval prompts, looking
+    through every file under the run directory: TEACHER.md tells it that once an arm is
+    evaluated no eval prompt, reply or answer is left in any file there. A prompt the train
+    split also holds is fair game, and is not looked for."""
+    sys.path.insert(0, ENVS)
+    from digit_tally import _rows
+
+    sought = {r["question"] for r in _rows(1, 200)} - {r["question"] for r in _rows(0, 800)}
+    return files_holding(run_dir, sorted(sought))
+
+
 def teacher_from_brief(brief_path: Path, env: dict) -> dict:
     b = read_brief(brief_path)
     # what TEACHER.md states, asserted so that a brief that stops saying it fails here
     assert {"question", "answer", "info.reasoning", "info.reasoning_depth", "info.difficulty"} <= set(b["fields"])
+    assert re.search(r"once an arm is evaluated, every eval file\s+under the run directory holds numbers only",
+                     b["text"]), "TEACHER.md no longer states the eval seal"
+    assert eval_prompts_found(b["iter_dir"].parent) == []   # every arm so far is evaluated
     assert b["info_keys_read"] == ["numbers"]
     assert "<answer>" in b["answer_format"]
     failures = [json.loads(l) for l in b["failures"].open()]
@@ -205,6 +221,10 @@ def test_a_teacher_knowing_only_teacher_md_passes_the_gate_first_time_on_a_third
         r = driver(["resume", str(rd)], env)
     assert r.returncode == 0, r.stderr[-3000:]
     assert stops == 2
+    # the eval seal, looked for as the brief states it: after the controls, every eval file
+    # holds numbers only and no eval prompt is in any file under the run directory
+    assert len(assert_every_eval_file_is_sealed(rd, "classic")) == 6
+    assert eval_prompts_found(rd) == []
     for n in (1, 2):
         assert not (rd / f"iter_{n}" / "attempts.json").exists()          # never rejected
         gate = json.loads((rd / f"iter_{n}" / "gate_report.json").read_text())

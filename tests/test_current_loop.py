@@ -27,6 +27,7 @@ KILL_POINTS = [
     "train:after-launch",          # iter_0's trainer running, driver gone: resume re-attaches
     "train:after-launch",          # iter_0's final-weights eval running
     "evaluate:before-summary",
+    "write:traces.jsonl",          # iter_0 measured, its eval traces being sealed
     "train:before-launch",         # iter_1's trainer
     "train:before-launch",         # iter_1's final eval
     "train:after-launch",          # run_a's trainer
@@ -120,6 +121,23 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     assert "taskset_class(HUB_TASKSET_ID).task_type()" in pkg.read_text()
 
 
+def test_every_eval_file_holds_numbers_only_once_its_arm_is_evaluated(reference):
+    """The eval seal on the current dialect: no eval or selection problem is in any file under
+    the run directory, and every arm's final-weights eval traces (the eval and selection sources,
+    the errored episode among them) hold sealed episodes only and read back to the arm's own
+    numbers."""
+    from tests_support import assert_every_eval_file_is_sealed, files_holding, stock_arithmetic_eval_prompts
+
+    _, run_dir, _ = reference
+    assert files_holding(run_dir, stock_arithmetic_eval_prompts()) == []   # in no file at all
+    found = assert_every_eval_file_is_sealed(run_dir, "current")
+    assert sorted(p.relative_to(run_dir).parts[0] for p in found) == sorted(ARMS)
+    assert all("/final_eval/" in str(p) for p in found)
+    episodes = [json.loads(x) for p in found for x in p.read_text().splitlines()]
+    assert {k for e in episodes for k in e} == {"task", "env", "ok", "traces"}
+    assert sum(not e["ok"] for e in episodes) == len(ARMS)   # the errored one of each arm
+
+
 @pytest.mark.extended
 def test_sigkill_anywhere_on_the_current_dialect_then_resume_gives_the_same_result(reference, tmp_path):
     _, ref_dir, _ = reference
@@ -133,6 +151,10 @@ def test_sigkill_anywhere_on_the_current_dialect_then_resume_gives_the_same_resu
     r = driver(["resume", str(run_dir)], current_env(tmp_path, **ERRORED))
     assert r.returncode == 0, r.stderr[-3000:]
     assert outcome(run_dir) == outcome(ref_dir)
+    from tests_support import assert_every_eval_file_is_sealed   # the seal it died in, finished
+
+    assert len(assert_every_eval_file_is_sealed(run_dir, "current")) == len(ARMS)
+    assert not [p for p in run_dir.rglob(".traces.jsonl.*")]
     outs = Counter(Path(l["output_dir"]).relative_to(run_dir).parts[0] for l in launches(tmp_path))
     assert outs == {**{arm: 2 for arm in ARMS}, "iter_1": 3, "iter_2": 3}, outs
 
@@ -145,11 +167,11 @@ def test_a_stand_in_for_the_current_generation_needs_the_evals_stand_in_too(tmp_
 
 
 @pytest.mark.extended
-def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_measured_again(tmp_path, runs):
+def test_no_eval_canary_of_a_taskset_is_left_under_the_run_directory_and_a_torn_eval_is_measured_again(tmp_path, runs):
     """canary_taskset plants a canary in every test and validation task: the LLM teacher's
-    requests, every file the driver writes and everything it prints stay free of it; only the
-    final-weights eval's own traces carry it. iter_1's final eval is torn on the first attempt:
-    the weights are measured again, and never retrained."""
+    requests, everything the driver prints and every file under the run directory stay free of
+    it, the final-weights eval's own traces included once their arm is measured. iter_1's final
+    eval is torn on the first attempt: the weights are measured again, and never retrained."""
     from fake_llm import FakeLLM
     import teacher_files
 
@@ -186,9 +208,14 @@ def test_no_eval_canary_of_a_taskset_leaves_the_eval_traces_and_a_torn_eval_is_m
     assert (rd / "iter_1" / "prime_out" / "final_eval" / "step_6.failed-1").is_dir()
     assert json.loads((rd / "hub_env.json").read_text())["env_class"] == "CanaryTaskset"
     assert json.loads((rd / "iter_1" / "gate_report.json").read_text())["passed"] is True
+    # every arm's eval traces, and the torn attempt set aside, hold numbers only: no file under
+    # the run directory carries the canary
+    from tests_support import assert_every_eval_file_is_sealed
+
+    found = assert_every_eval_file_is_sealed(rd, "current")
+    assert any("step_6.failed-1" in str(p) for p in found)
     carriers = {str(p.relative_to(rd)) for p in rd.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()}
-    sealed = {c for c in carriers if "/final_eval/" in c and c.endswith("traces.jsonl")}
-    assert sealed and carriers == sealed, carriers - sealed
+    assert carriers == set(), carriers
     assert not any(CANARY in json.dumps(q["body"]) for q in requests)
     assert CANARY not in r.stdout + r.stderr + r2.stdout + r2.stderr
     # the gate as TEACHER.md has a teacher run it, in the run dir: the taskset's own scoring

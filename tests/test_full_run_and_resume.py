@@ -33,6 +33,7 @@ KILL_POINTS = [
     "train:after-launch",          # iter_0 trainer running, driver gone: resume re-attaches
     "train:poll",                  # while polling iter_0
     "evaluate:before-summary",     # iter_0 eval aggregated, summary not yet written
+    "write:eval_rollouts.jsonl",   # iter_0 measured, its eval file being sealed
     "phase:gate:start",
     "weakness:before-teacher",     # iter_1
     "generator:running",           # the generator is left running: resume stops it, reruns
@@ -355,6 +356,26 @@ def test_every_arm_trains_each_of_its_steps_as_classic_prime_rl_files_them(refer
         assert d.eval_file(out, final).exists() and not d.train_file(out, final).exists(), arm
 
 
+def test_every_eval_file_holds_numbers_only_once_its_arm_is_evaluated(reference, reported):
+    """The eval seal, after a whole run with its controls, its report and status: no eval or
+    selection problem is in any file under the run directory, and each arm's eval file (the eval
+    and the selection split's rows) holds sealed rows only, one per row measured, and reads back
+    to the arm's own numbers."""
+    from tests_support import assert_every_eval_file_is_sealed, files_holding, stock_arithmetic_eval_prompts
+
+    _, run_dir, _ = reference
+    assert files_holding(run_dir, stock_arithmetic_eval_prompts()) == []   # in no file at all
+    found = assert_every_eval_file_is_sealed(run_dir, "classic")
+    assert {p.relative_to(run_dir).parts[0] for p in found} == {arm_dir(run_dir, a).name for a in
+                                                               ["iter_0", "iter_1", "iter_2", *ARM_DIRS]}
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for arm, m in arms(metrics):
+        rows = [json.loads(x) for p in found if p.is_relative_to(arm_dir(run_dir, arm))
+                for x in p.read_text().splitlines()]
+        assert len(rows) == m["n_eval"] + m["n_selection"], arm
+        assert {k for r in rows for k in r} == {"example_id", "error", "reward", "metrics"}, arm
+
+
 # every kill point in turn, each a whole run resumed (about 3 min): the extended command, as its
 # current-dialect twin; test_external_sigkill_during_training_reattaches stays in the main suite
 @pytest.mark.extended
@@ -383,6 +404,12 @@ def test_sigkill_anywhere_then_resume_gives_the_same_result(reference, tmp_path)
     ref_phases = {h["phase"] for h in json.loads((ref_dir / "run.json").read_text())["history"]}
     assert {phase for _, phase in killed_at} == ref_phases, killed_at
     assert outcome(run_dir) == outcome(ref_dir)
+    # the seal the driver died in was finished: every eval file holds numbers only, and no
+    # partial copy of one is left
+    from tests_support import assert_every_eval_file_is_sealed
+
+    assert len(assert_every_eval_file_is_sealed(run_dir, "classic")) == MAX_ITERS + 3
+    assert not [p for p in run_dir.rglob(".eval_rollouts.jsonl.*")]
     # no arm was ever trained twice, although the driver died around every launch
     metrics = json.loads((run_dir / "metrics.json").read_text())
     expected = {str(arm_dir(run_dir, arm) / "prime_out"): 1 for arm, _ in arms(metrics)}

@@ -5,6 +5,7 @@ live service."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import signal
@@ -26,11 +27,19 @@ sys.path.insert(0, str(ROOT / "tests"))
 from prime_double import cost_of  # noqa: E402
 
 STEPS, BATCH = 3, 256
-ARM_COST = cost_of(STEPS * BATCH) + cost_of(1 * BATCH)   # its training run and its one-step eval run
-# --max-cost 1.5 arms: the gate after iter_0 lets iter_1 run, the gate after it ends the loop by
-# cost, though --max-iters 3 would allow iter_2
+TRAIN_COST, EVAL_COST = cost_of(STEPS * BATCH), cost_of(1 * BATCH)   # its training run, its one-step eval run
+ARM_COST = TRAIN_COST + EVAL_COST
+PROBE_COST = cost_of(32 * 16)            # the probe: one step of 32 prompts x the group size
+# what the driver reserves for a control: a training run as an iteration's, and an eval run
+# scaled by the rows it evaluates (the whole 200-row test and validation splits, where an
+# iteration evaluates 120 of each)
+CONTROL_ESTIMATE = TRAIN_COST + EVAL_COST * 400 / 240
+# --max-cost 6.5 arms, the whole run's: the gate after iter_0 lets iter_1 run (one more
+# iteration and the three controls, at iter_0's runs, fit), the gate after it ends the loop by
+# cost (another iteration, its probe now known, and the controls would not fit), though
+# --max-iters 3 would allow iter_2; the controls then run inside it
 ARGS = ["run", "--backend", "hosted", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120",
-        "--max-cost", f"{1.5 * ARM_COST:.4f}", "--hosted-volume", "ssi-test", "--hosted-probe-share", "1"]
+        "--max-cost", f"{6.5 * ARM_COST:.4f}", "--hosted-volume", "ssi-test", "--hosted-probe-share", "1"]
 # the whole loop's platform: an on-demand-only account (no reserved cluster caches the student),
 # prime-rl's run directory at runs/<runId>/ itself, and run_b's training run lost (its status
 # reads fail while it runs on)
@@ -39,6 +48,7 @@ ARGS = ["run", "--backend", "hosted", "--max-iters", "3", "--seed", "7", *FAST, 
 # probe's cost estimate reads it); a run that finished between two polls leaves it unmeasured.
 # The other runs' steps take no time: nothing reads how long they ran but their bills.
 REFERENCE = {"PRIME_DOUBLE_ACCOUNT": "on_demand", "PRIME_DOUBLE_LAYOUT": "flat",
+             "PRIME_DOUBLE_UNRESOLVED": "stock-arithmetic",   # on no index the platform reads
              "PRIME_DOUBLE_GET_FAIL": "-run_b_combined_from_base-train-",
              "PRIME_DOUBLE_STEP_SECONDS": "-iter_0-train-:0.5"}
 ARMS = ["iter_0", "iter_1", "run_a_best_from_iter0", "run_b_combined_from_base",
@@ -173,12 +183,12 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
         assert m["cost_usd"] == pytest.approx(ARM_COST + (probe["cost_usd"] if m.get("iter") == 1 else 0))
     assert sum(e["cost_usd"] for e in ledger.values()) > 4 * ARM_COST
     assert "cost $" in r.stdout and "spent of --max-cost" in r.stdout
-    # each generated env was pushed as a private v1 env before its run, declaring the hub env
-    # it loads as a requirement (the double installs only what a wheel declares)
+    # each generated env was pushed as a private v1 env before its run, declaring no bare name
+    # for the hub env it loads (each run names that by its Hub id among its tasksets)
     hub = {p.stem: json.loads(p.read_text()) for p in (tmp / "platform" / "hub" / "alice").glob("*.json")}
     assert len(hub) == 4 and all(h["visibility"] == "PRIVATE" and [v["runtime"] for v in h["versions"]] == ["v1"]
                                  for h in hub.values())
-    assert all(h["versions"][0]["requires_dist"] == ["verifiers", "stock-arithmetic"] for h in hub.values())
+    assert all(h["versions"][0]["requires_dist"] == ["verifiers"] for h in hub.values())
     for arm in ARMS[1:]:
         installed = json.loads((run_dir / arm / "env_installed.json").read_text())
         version = tomllib.loads(next((run_dir / arm).glob("*/pyproject.toml")).read_text())["project"]["version"]
@@ -265,6 +275,41 @@ def test_a_lost_control_is_stopped_by_id_before_the_next_is_submitted_and_its_co
     assert any("run_b" in e and f"lost track of hosted run {lost['id']}" in e for e in errors), errors
 
 
+def test_the_cost_cap_is_checked_before_every_submission_and_a_control_past_it_is_never_submitted(tmp_path):
+    """--max-cost is the whole run's, the controls included. --max-iters 2 ends the loop; the
+    controls then start in turn while their estimates fit. iter_1's probe, unknown when the gate
+    after iter_0 reserved for the controls, spent part of it: run_c's estimate would take the run
+    past the cap, so run_c is recorded as skipped with the reason and never submitted."""
+    # the gate after iter_0 lets iter_1 start (iter_0's runs, one more iteration at them and three
+    # controls fit); what iter_0, iter_1 with its probe, run_a and run_b cost, with run_c's
+    # estimate, does not
+    fits = 2 * ARM_COST + 3 * CONTROL_ESTIMATE
+    run_c_needs = 4 * ARM_COST + PROBE_COST + CONTROL_ESTIMATE
+    assert fits < run_c_needs
+    cap = (fits + run_c_needs) / 2
+    r = driver(["run", "--backend", "hosted", "--max-iters", "2", "--seed", "7", *FAST, "--eval-examples", "120",
+                "--max-cost", f"{cap:.4f}", "--hosted-volume", "ssi-test", "--hosted-probe-share", "1",
+                "--runs-dir", str(tmp_path / "runs")], hosted_env(tmp_path, PRIME_DOUBLE_ACCOUNT="on_demand"))
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert f"--max-cost ${cap:.4f} is a ceiling on every submission, the controls' included" in r.stderr
+    run_dir = run_dir_from(r.stdout)
+    state = json.loads((run_dir / "run.json").read_text())
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert "[gate] iteration 1: " in r.stderr and f"left of --max-cost ${cap:.2f} covers one more iteration" in r.stderr
+    assert state["status"] == "max_iters_reached" and [m["iter"] for m in metrics["iters"]] == [0, 1]
+    assert sorted(c["run"] for c in metrics["controls"]) == ["run_a", "run_b"]
+    (skip,) = [e for e in state["phase4_errors"] if e.startswith("run_c: ")]
+    assert re.fullmatch(r"run_c: skipped, the run has spent \$[\d.]+, and its training and eval \(estimated "
+                        rf"at \$[\d.]+\) would take it past its --max-cost \${cap:.2f}", skip), skip
+    assert f"[run_c] {skip.removeprefix('run_c: ').replace('skipped, ', 'skipped: ', 1)}" in r.stderr
+    # never submitted: no `prime` call names it (no env pushed, no run), no run of it on the platform
+    assert not [c for c in calls(tmp_path) if any("run_c_untargeted_from_iter0" in a for a in c)]
+    assert sorted({arm for arm, _ in submissions(tmp_path)}) == ["iter_0", "iter_1", "run_a_best_from_iter0",
+                                                                 "run_b_combined_from_base"]
+    ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
+    assert sum(e["cost_usd"] for e in ledger.values()) <= cap
+
+
 def _refused(r, runs: Path, *needles: str) -> None:
     assert r.returncode == 2, r.stdout + r.stderr
     for needle in needles:
@@ -345,7 +390,7 @@ def test_preflight_places_a_model_only_on_demand_would_download_and_says_what_it
                                      hosted_probe_share=0.1)
     line = cost_estimate(state, both)
     assert "cached on reserved clusters of yours (H200_141GB)" in line and "cost is unknown here" in line
-    assert "--max-cost $5 ends the loop" in line
+    assert "--max-cost $5 caps the whole run, the controls included" in line
 
 
 @pytest.mark.parametrize("version,needle", [("0.12.0", "older than 0.13.0"),
@@ -449,6 +494,33 @@ def test_a_generated_env_with_a_git_dependency_is_refused_before_push_and_a_push
     assert len([c for c in calls(tmp_path) if c[:2] == ["env", "push"]]) == 2
 
 
+
+def test_a_half_pushed_env_is_pushed_again_and_its_ref_installs(tmp_path, monkeypatch):
+    """The first push of an env registers its wheel's content hash and fails at finalize
+    (PRIME_DOUBLE_PUSH_UNFINALIZED); the retry of the same content is answered "content hash ...
+    already exists", which counted as pushed though no version of it is listed: every run naming
+    that ref failed to install it. `prime env status` does not list it, so it is pushed again
+    as a .post release, and the ref it records is one the Hub lists."""
+    import subprocess as sp
+
+    from driver.backends import hosted
+    from driver.errors import DriverError
+
+    for k, v in hosted_env(tmp_path, PRIME_DOUBLE_PUSH_UNFINALIZED="halfway_env").items():
+        monkeypatch.setenv(k, v)
+    backend = hosted.build()
+    pkg = _package(tmp_path, "halfway_env", ["verifiers>=0.3"])
+    with pytest.raises(DriverError, match="Failed to finalize wheel upload"):
+        backend.publish_env(pkg)
+    pushed = backend.publish_env(pkg)   # `driver resume`
+    assert pushed["ref"] == "alice/halfway_env@0.1.0.post0"
+    status = json.loads(sp.run([str(PRIME_BIN / "prime"), "env", "status", "alice/halfway_env", "--output",
+                                "json"], capture_output=True, text=True, env=dict(os.environ)).stdout)
+    assert status["latest_version"]["semantic_version"] == "0.1.0.post0"
+    assert [c[-1] for c in calls(tmp_path) if c[:2] == ["env", "push"]][-1] == "--post"
+    assert backend.publish_env(pkg) == pushed   # recorded: not pushed a fourth time
+    assert len([c for c in calls(tmp_path) if c[:2] == ["env", "push"]]) == 3
+
 SHORT = ["run", "--backend", "hosted", "--max-iters", "1", "--seed", "3", *FAST, "--eval-examples", "60"]
 
 
@@ -535,7 +607,8 @@ def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_c
     """prime 0.15.0 has no `train resume`: the paused run is continued with --resume-from and a
     config whose [resume] names its own last checkpoint, so both readings of how the platform
     combines the two continue it from there. The account is on demand at a rate that bills
-    iter_0 past --max-cost, and `prime train usage` bills no token: the cap fires on GPU-hours."""
+    iter_0's training past --max-cost, and `prime train usage` bills no token: the cap fires on
+    GPU-hours, before iter_0's eval run is submitted."""
     runs = tmp_path / "runs"
     r = driver(["run", "--backend", "hosted", "--max-iters", "3", "--seed", "3", *FAST, "--eval-examples", "60",
                 "--max-cost", "5", "--runs-dir", str(runs)],
@@ -544,9 +617,12 @@ def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_c
                           PRIME_DOUBLE_USAGE="none", PRIME_DOUBLE_PRICE="9000", PRIME_DOUBLE_LAYOUT="run"))
     assert r.returncode == 0, r.stderr[-3000:]
     run_dir = run_dir_from(r.stdout)
-    # the cost cap fired on the GPU-hour bill, with a token bill of zero
+    # the cost cap fired on the GPU-hour bill, with a token bill of zero: iter_0's training had
+    # spent it, so no run was submitted after it, not even iter_0's eval run
     assert json.loads((run_dir / "run.json").read_text())["status"] == "cost_exhausted"
-    assert "[gate] loop ends: cost_exhausted (after iteration 0)" in r.stderr
+    assert "[iter_0] final-weights eval not submitted: the run has spent $" in r.stderr
+    assert " of its --max-cost $5.00; the loop ends: cost_exhausted" in r.stderr
+    assert [p["name"].split("-")[-2] for p in platform_runs(tmp_path)] == ["train", "train"]
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
     assert all(e["usage_usd"] == 0 for e in ledger.values())
     assert sum(e["gpu_hour_usd"] for e in ledger.values()) >= 5
@@ -560,38 +636,56 @@ def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_c
     assert cfg["resume"] == {"dir": f"/volume/runs/{paused['id']}/run/checkpoints/step_2"}
 
 
-def test_a_generated_env_that_does_not_declare_the_hub_env_fails_to_install_on_the_platform(tmp_path, reference):
-    """The platform installs a pushed env with its wheel's requirements only: a taskset package
-    that loads the hub taskset by id but declares only verifiers fails at import."""
+def test_a_generated_env_installs_on_the_platform_only_beside_the_hub_env_its_run_names(tmp_path, reference):
+    """The platform installs a pushed env with its wheel's requirements only. A generated env
+    loads the hub taskset by id and declares no requirement for it (a bare distribution name
+    would be resolved from the public index): in a config that names only the generated env it
+    fails at import; named by its Hub id among the run's tasksets (declare_hub_env, as every
+    hosted training run of the driver's is), the hub env is installed from the Hub and it runs."""
+    from driver.backends.hosted.submission import declare_hub_env
+    from driver.run.model import RunState
+
     ref_tmp, run_dir, _ = reference
-    pkg = tmp_path / "undeclared_env"
-    shutil.copytree(next((run_dir / "iter_1").glob("stock_arithmetic_iter_1_*/pyproject.toml")).parent, pkg / "src",
+    pkg = tmp_path / "src"
+    shutil.copytree(next((run_dir / "iter_1").glob("stock_arithmetic_iter_1_*/pyproject.toml")).parent, pkg,
                     ignore=shutil.ignore_patterns(".prime", "__pycache__"))
-    inner = next(p for p in (pkg / "src").iterdir() if p.is_dir())
-    pkg = pkg / "src"
+    inner = next(p for p in pkg.iterdir() if p.is_dir())
     pyproject = (pkg / "pyproject.toml").read_text()
-    assert '"stock-arithmetic"' in pyproject
-    (pkg / "pyproject.toml").write_text(pyproject.replace(', "stock-arithmetic"', "")
-                                        .replace(inner.name, "undeclared_env"))
-    inner.rename(pkg / "undeclared_env")
+    assert "stock-arithmetic" not in pyproject.split("dependencies")[1].split("\n")[0]
+    (pkg / "pyproject.toml").write_text(pyproject.replace(inner.name, "copied_env"))
+    inner.rename(pkg / "copied_env")
     assert _prime(tmp_path, "env", "push", "-p", str(pkg), "-v", "PRIVATE", "--runtime", "v1").returncode == 0
     version = tomllib.loads((pkg / "pyproject.toml").read_text())["project"]["version"]
-    cfg = tmp_path / "rl.toml"
-    cfg.write_text('max_steps = 1\n[trainer]\n[inference]\n[orchestrator]\nbatch_size = 16\ngroup_size = 16\n'
-                   '[[orchestrator.train.source]]\nname = "gen"\n'
-                   f'[orchestrator.train.source.env.taskset]\nid = "alice/undeclared_env@{version}"\n')
-    r = _prime(tmp_path, "train", str(cfg), "--yes", "-o", "json", "--volume", "v")
-    run_id = json.loads(r.stdout)["run"]["runId"]
-    for _ in range(100):
-        run = json.loads(_prime(tmp_path, "train", "get", run_id, "-o", "json").stdout)["run"]
-        if run["status"] not in ("QUEUED", "RUNNING"):
-            break
-        time.sleep(0.1)
-    assert run["status"] == "FAILED"
-    assert run["error_message"] == "ModuleNotFoundError: No module named 'stock_arithmetic' (loading taskset undeclared_env)"
+    base = {"max_steps": 1, "trainer": {}, "inference": {},
+            "orchestrator": {"batch_size": 16, "group_size": 16, "train": {"source": [
+                {"name": "gen", "env": {"taskset": {"id": f"alice/copied_env@{version}"}}}]}}}
+    declared = json.loads(json.dumps(base))
+    declare_hub_env(declared, RunState.model_validate(json.loads((run_dir / "run.json").read_text())))
+    state = RunState.model_validate(json.loads((run_dir / "run.json").read_text()))
+    assert declared["orchestrator"]["eval"]["source"][0]["env"]["taskset"]["id"] == state.hub_id
+    ended = {}
+    for label, cfg in (("alone", base), ("declared", declared)):
+        import tomli_w
+
+        (tmp_path / f"{label}.toml").write_text(tomli_w.dumps(cfg))
+        r = _prime(tmp_path, "train", str(tmp_path / f"{label}.toml"), "--yes", "-o", "json", "--volume", "v")
+        run_id = json.loads(r.stdout)["run"]["runId"]
+        for _ in range(300):
+            run = json.loads(_prime(tmp_path, "train", "get", run_id, "-o", "json").stdout)["run"]
+            if run["status"] not in ("QUEUED", "RUNNING"):
+                break
+            time.sleep(0.1)
+        ended[label] = run
+    assert ended["alone"]["status"] == "FAILED"
+    assert ended["alone"]["error_message"] == "ModuleNotFoundError: No module named 'stock_arithmetic' (loading taskset copied_env)"
+    assert "ModuleNotFoundError" not in str(ended["declared"].get("error_message"))
 
 
-def test_a_generated_env_wheel_requires_the_hub_env(tmp_path, reference):
+def test_a_generated_env_wheel_declares_no_bare_hub_requirement_and_each_run_names_the_hub_env(tmp_path, reference):
+    """Every generated env's wheel requires verifiers only (the hub env's bare name would be
+    resolved from the public index; the reference platform resolves it from none,
+    PRIME_DOUBLE_UNRESOLVED), and every training run the driver submitted names the hub env by
+    its Hub id, so the whole loop ran on tasksets the Hub installed."""
     from hatchling.builders.wheel import WheelBuilder
 
     _, run_dir, _ = reference
@@ -601,7 +695,11 @@ def test_a_generated_env_wheel_requires_the_hub_env(tmp_path, reference):
         with zipfile.ZipFile(wheel) as z:
             meta = z.read(next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))).decode()
         assert sorted(line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist:")) \
-            == ["stock-arithmetic", "verifiers"]
+            == ["verifiers"]
+        cfg = tomllib.loads((run_dir / arm / "hosted_train.toml").read_text())
+        named = [b["env"]["taskset"]["id"] for part in ("train", "eval")
+                 for b in (cfg["orchestrator"].get(part) or {}).get("source", [])]
+        assert any(t.split("@")[0] == json.loads((run_dir / "run.json").read_text())["hub_id"] for t in named), named
 
 
 @pytest.mark.extended
@@ -662,7 +760,11 @@ def test_a_create_that_times_out_after_the_run_exists_leaves_one_run_tracked_and
     assert len(trains) == 1 and trains[0]["status"] == "COMPLETED"
     assert "but the platform made run" in (run_dir / "iter_0" / "train.log").read_text()
     ledger = json.loads((run_dir / "cost.json").read_text())["launches"]
-    assert any(trains[0]["id"] in e["run_ids"] for e in ledger.values())
+    (entry,) = [e for e in ledger.values() if trains[0]["id"] in e["run_ids"]]
+    # its dispatch answer lost, it is billed at the highest listed on-demand rate per GPU it
+    # held (no rate at all before: only the usage view counted it)
+    (bill,) = entry["runs"]
+    assert bill["gpu_count"] and bill["rate_per_hour"] == pytest.approx(3.5 * bill["gpu_count"]) and entry["gpu_hour_usd"] > 0
 
 
 def test_a_stop_that_finds_the_run_completed_leaves_it_to_be_fetched_not_retrained(tmp_path):
@@ -705,3 +807,55 @@ def test_a_stop_that_finds_the_run_completed_leaves_it_to_be_fetched_not_retrain
     found = runner.find(tp, out)
     assert found is not None and found.run_id == "r1"
     assert "completed before the stop reached it" in (tmp_path / "train.log").read_text()
+
+
+def test_a_paused_run_whose_continuation_fails_to_start_is_in_the_ledger(tmp_path):
+    """The platform paused a control's run and `prime train resume` failed: the controls phase
+    records the control as failed and moves on, and no resume ever polls that launch again. Its
+    paused run ran (and billed) all the same: billed before the continuation is asked for, it is
+    in cost.json (it was not before)."""
+    import subprocess as sp
+
+    from driver.backends.hosted.records import write_record
+    from driver.backends.hosted.runner import HostedRunner, platform_time
+    from driver.backends.process import Limits
+    from driver.errors import DriverError
+    from driver.run.model import TrainerProcess
+
+    class PausedResumeRefused:
+        def json(self, *args, timeout=0):
+            if args[:2] == ("train", "get"):
+                return {"run": {"status": "PAUSED", "created_at": "2026-12-05T10:00:00Z",
+                                "updated_at": "2026-12-05T10:20:00Z", "gpu_count": 2}}
+            if args[:2] == ("train", "usage"):
+                return {"total_cost_usd": 0.25}
+            if args[:2] == ("train", "list"):
+                return {"runs": []}
+            if args[:2] == ("volumes", "ls"):   # the pause left its checkpoint
+                return [{"path": "runs/r1/checkpoints/step_2/trainer/model.safetensors", "type": "file"}]
+            raise AssertionError(args)
+
+        def run(self, *args, timeout=0):
+            assert args[:2] == ("train", "resume")
+            return sp.CompletedProcess(args, 1, stdout="Error: HTTP 409: run cannot be resumed\n", stderr="")
+
+    (tmp_path / "run.json").write_text("{}")
+    out = tmp_path / "run_a_best_from_iter0" / "prime_out"
+    out.mkdir(parents=True)
+    rec = {"name": "ssi-x-run_a_best_from_iter0-train-abc", "kind": "train", "label": "train",
+           "arm": "run_a_best_from_iter0", "config": str(tmp_path / "hosted_train.toml"), "volume": "v",
+           "run_ids": ["r1"], "resumed_from": [], "submitted_ts": 0.0, "settled": False,
+           "log": str(tmp_path / "train.log"),
+           "runs": {"r1": {"dispatched_at": platform_time("2026-12-05T10:00:05Z"),
+                           "placement": {"estimatedCostPerHour": 7.0,
+                                                                 "pricePerGpuHour": 3.5}}}}
+    write_record(out, rec)
+    tp = TrainerProcess(pid=0, create_time=0.0, output_dir=str(out), config_paths=[rec["config"]],
+                        launched_ts=0.0, run_id="r1", start_step=0, final_step=3)
+    with pytest.raises(DriverError, match="train resume r1"):
+        HostedRunner(PausedResumeRefused()).poll(
+            tp, tmp_path / "train.log", tmp_path / "eval.jsonl", 0, limits=Limits(60, 60, 60),
+            steps=3, progress=lambda: 0, interval=0.0, on_tick=None)
+    (entry,) = json.loads((tmp_path / "cost.json").read_text())["launches"].values()
+    assert entry["run_ids"] == ["r1"] and entry["outcome"] == "paused"
+    assert entry["billed_s"] == 1200 and entry["cost_usd"] == pytest.approx(7.0 / 3)

@@ -47,6 +47,17 @@ def test_every_fork_resumes_iter0s_checkpoint_in_prime_rl(run):
         assert [p.name for p in (rollouts / "step_4").iterdir()] == ["eval_rollouts.jsonl"], arm
 
 
+def test_no_eval_problem_is_left_in_any_file_of_prime_rl_under_the_run_directory(run):
+    """The eval seal on prime-rl's own files (its orchestrator's and env servers' logs, its rollouts):
+    once every arm is evaluated, no eval or selection problem is in any file under the run
+    directory, and every eval file holds numbers only."""
+    from tests_support import assert_every_eval_file_is_sealed, files_holding, stock_arithmetic_eval_prompts
+
+    s, run_dir, r = run
+    assert files_holding(run_dir, stock_arithmetic_eval_prompts()) == []
+    assert len(assert_every_eval_file_is_sealed(run_dir, "classic")) >= len(driver_run.ARMS)
+
+
 def test_the_probe_is_one_step_of_prime_rl_with_the_filter_off(run):
     """Each iteration's gradient probe was a one-step `rl` launch from iter_0's checkpoint whose
     orchestrator, as prime-rl itself reports, only monitored the zero-advantage filter, so its

@@ -69,6 +69,17 @@ def test_the_final_weights_evals_send_admin_calls_to_the_engine(run):
     assert not refused, refused[:3]
 
 
+def test_no_eval_problem_is_left_in_any_file_of_prime_rl_under_the_run_directory(run):
+    """The eval seal on prime-rl's own files (its orchestrator's, `evals`' and env servers' logs, its rollouts and eval traces):
+    once every arm is evaluated, no eval or selection problem is in any file under the run
+    directory, and every eval file holds numbers only."""
+    from tests_support import assert_every_eval_file_is_sealed, files_holding, stock_arithmetic_eval_prompts
+
+    s, run_dir, r = run
+    assert files_holding(run_dir, stock_arithmetic_eval_prompts()) == []
+    assert len(assert_every_eval_file_is_sealed(run_dir, "current")) >= len(driver_run.ARMS)
+
+
 def test_the_probe_is_one_step_of_prime_rl_with_the_filter_off(run):
     """Each iteration's gradient probe was a one-step `rl` launch from iter_0's checkpoint with
     prime-rl's zero-advantage filter off (its overlay composed after the arm's files; what the

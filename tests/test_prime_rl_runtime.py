@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DOUBLE, FAST, current_env, driver, driver_env, launches, run_dir_from
+from tests_support import assert_every_eval_file_is_sealed
 from driver.dialects import get
 from driver.run.model import Knobs
 
@@ -257,6 +258,13 @@ def test_init_from_a_real_classic_output_dir_with_sharded_weights(tmp_path, runs
     assert it0["source"] == "init-from" and it0["n_eval"] == 50
     assert it0["checkpoint"] == str(out / "weights" / "step_3")
     assert launches(tmp_path)[1:] == []      # only the double's own run: nothing trained
+    # the reused eval is sealed here, in a copy of its own: the prior directory's file, which
+    # holds the prompts, is left as it was; the train rows are still the prior run's, linked
+    mine = d.eval_file(rd / "iter_0" / "prime_out", 3)
+    assert not mine.is_symlink() and '"prompt"' not in mine.read_text()
+    assert '"prompt"' in d.eval_file(out, 3).read_text()
+    assert d.train_file(rd / "iter_0" / "prime_out", 2).resolve() == d.train_file(out, 2).resolve()
+    assert_every_eval_file_is_sealed(rd, "classic")
 
 
 def test_an_inherited_classic_iter_0_is_compared_under_the_setting_its_run_recorded(tmp_path, runs):

@@ -1,6 +1,7 @@
 """The three teachers against the driver: the built-in teacher on both family environments, the
 LLM teacher against a faithful fake API on 127.0.0.1, a scripted coding agent through TEACHER.md,
-and a canary planted in eval prompts and answers that no teacher input or output may carry."""
+and a canary planted in eval prompts and answers that no teacher input or output, and no file
+under the run directory once its arm is evaluated, may carry."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ import pytest
 from conftest import FAST, ROOT, driver, driver_env, launches, run_dir_from, with_test_envs
 from fake_llm import FakeLLM
 import teacher_files
+from tests_support import assert_every_eval_file_is_sealed
 
 sys.path.insert(0, str(ROOT / "tests" / "envs"))
 from canary_stock import CANARY  # noqa: E402
@@ -29,13 +31,21 @@ def canary_env(tmp_path, **extra) -> dict:
 
 
 def files_with_canary(run_dir: Path) -> list[str]:
-    """Every file under the run directory that carries the canary, except the trainer's own
-    eval rollout files (the only place eval content may live)."""
+    """Every file under the run directory that carries the canary: what a teacher with a shell
+    finds looking through all of it (the trainer's eval files are sealed once their arm is
+    evaluated, so none may)."""
     hits = []
-    for p in run_dir.rglob("*"):
-        if p.is_file() and CANARY.encode() in p.read_bytes():
-            hits.append(str(p.relative_to(run_dir)))
-    return [h for h in hits if not h.endswith("eval_rollouts.jsonl")]
+    for folder, _dirs, files in os.walk(run_dir):
+        for name in files:
+            p = Path(folder) / name
+            if p.is_file() and CANARY.encode() in p.read_bytes():
+                hits.append(str(p.relative_to(run_dir)))
+    return hits
+
+
+# what TEACHER.md tells a teacher with a shell about eval files (the driver enforces it)
+SEAL_RULE = re.compile(r"once an arm is evaluated, every eval file\s+under the run directory holds "
+                       r"numbers only .*?no eval\s+prompt, reply or answer is left in any file there", re.S)
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,8 +293,9 @@ def test_llm_teacher_is_re_asked_with_the_gate_lines_and_no_eval_canary_reaches_
     assert "Accuracy so far on the eval split" in json.dumps(requests[0]["body"])
     for png in ("eval_accuracy.png", "train_reward.png"):
         assert (rd / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # sealing: the canary is in the trainer's eval rollouts and nowhere else
-    assert any(CANARY in p.read_text() for p in rd.rglob("eval_rollouts.jsonl"))
+    # sealing: the canary reached no request, and no file under the run directory, the
+    # trainer's eval rollouts included (sealed once each arm was evaluated)
+    assert len(assert_every_eval_file_is_sealed(rd, "classic")) == 5   # iter_0, iter_1 and the three controls
     assert not any(CANARY in json.dumps(q["body"]) for q in requests)
     assert files_with_canary(rd) == []
     assert CANARY not in r.stdout + r.stderr
@@ -328,12 +339,18 @@ def test_llm_teacher_needs_a_model_and_reports_an_unreachable_endpoint(tmp_path,
 # --------------------------------------------------------------------------------------------
 # agent teacher: a scripted agent follows TEACHER.md
 
-def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expect_valid: bool = True) -> None:
+def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expect_valid: bool = True,
+                   env_id: str = "canary_stock") -> None:
     """Reads only what TEACHER.md points to, writes the four files (and `extra` ones), runs the
-    generator and the checks the brief lists (except `driver resume`, which the caller runs)."""
+    generator and the checks the brief lists (except `driver resume`, which the caller runs).
+    A teacher with a shell, it takes TEACHER.md at its word that every arm evaluated so far left
+    no eval prompt, reply or answer in any file under the run directory, and looks through all
+    of it."""
     text = brief_path.read_text()
     assert CANARY not in text
     iter_dir = Path(re.search(r"Write these files in `([^`]+)`", text).group(1))
+    assert SEAL_RULE.search(text), "TEACHER.md no longer states the eval seal"
+    assert files_with_canary(iter_dir.parent) == []
     failures = Path(re.search(r"lowest reward first: `([^`]+)`", text).group(1))
     # TEACHER.md: each failure has its `idx` and `step`; a row cites it as train_step_<step>_idx_<idx>
     cite = re.search(r"cites one as `skeleton:(train_step_<step>_idx_<idx>)`", text).group(1)
@@ -351,7 +368,7 @@ def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expec
     checks = re.search(r"## Check, then hand back\n.*?```\n(.*?)```", text, re.S).group(1)
     prior = re.findall(r"--prior (\S+)", checks)      # earlier iterations' rows: no clones of them
     assert len(prior) == n - 1
-    for name, body in {**teacher_files.passing(skeletons, n, "canary_stock", prior=prior),
+    for name, body in {**teacher_files.passing(skeletons, n, env_id, prior=prior),
                        **(extra or {})}.items():
         (iter_dir / name).write_text(body)
     ran = []
@@ -366,26 +383,65 @@ def scripted_agent(brief_path: Path, env: dict, extra: dict | None = None, expec
     assert ["driver", "validate"] in ran and ["driver", "resume"] in ran
 
 
-@pytest.mark.extended   # a whole 3-iteration run (~65 s); test_agent_path plays the same teacher in the main suite
-def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs):
-    env = canary_env(tmp_path)
-    r = driver(["run", "--dataset", "canary_stock", "--teacher", "agent", "--max-iters", "3",
-                "--runs-dir", str(runs), *FAST], env)
+def run_with_the_scripted_agent(args: list[str], env: dict, env_id: str) -> tuple[Path, int]:
+    """`driver run ARGS --teacher agent`, the scripted agent answering every TEACHER.md and
+    resuming, to the run's end: its directory and how many times it stopped for the teacher."""
+    r = driver(["run", "--dataset", env_id, "--teacher", "agent", *args], env)
+    assert CANARY not in r.stdout + r.stderr
     rd = run_dir_from(r.stdout)
     stops = 0
     while r.returncode == 3:
         stops += 1
         st = json.loads((rd / "run.json").read_text())
         assert st["status"] == "waiting_teacher"
-        scripted_agent(rd / f"iter_{st['iteration']}" / "TEACHER.md", env)
+        scripted_agent(rd / f"iter_{st['iteration']}" / "TEACHER.md", env, env_id=env_id)
         r = driver(["resume", str(rd)], env)
         assert CANARY not in r.stdout + r.stderr
     assert r.returncode == 0, r.stderr[-3000:]
+    return rd, stops
+
+
+def assert_the_eval_was_sealed(rd: Path, arms: int) -> None:
+    """The canary was in every eval and selection prompt the trainer saw; once measured, every
+    arm's eval file holds numbers only, and no file under the run directory carries the canary.
+    The train rows the teacher reads are there."""
+    assert json.loads((rd / "hub_env.json").read_text())["selection"]["split"] == "validation"
+    m = json.loads((rd / "metrics.json").read_text())
+    assert all(e.get("n_selection") for e in m["iters"] + m["controls"])
+    assert len(assert_every_eval_file_is_sealed(rd, "classic")) == arms
+    assert (rd / "iter_1" / "teacher_input" / "failures.jsonl").stat().st_size > 0
+    assert files_with_canary(rd) == []
+
+
+# a whole 3-iteration run with its controls (~25 s); test_agent_path plays the same teacher in the
+# main suite, and test_eval_seal.py and the reference runs check the seal there
+@pytest.mark.extended
+def test_scripted_agent_follows_teacher_md_and_the_run_completes(tmp_path, runs):
+    env = canary_env(tmp_path)
+    rd, stops = run_with_the_scripted_agent(["--max-iters", "3", "--runs-dir", str(runs), *FAST], env,
+                                            "canary_selection")
     assert stops == 2
     m = json.loads((rd / "metrics.json").read_text())
     assert [i["iter"] for i in m["iters"]] == [0, 1, 2]
     assert all(i.get("eval_acc") is not None for i in m["iters"])
-    assert files_with_canary(rd) == []
+    assert_the_eval_was_sealed(rd, arms=6)
+
+
+# a whole run of the embedded trainer with its controls (~75 s on 2 cores): the extended command
+@pytest.mark.extended
+def test_no_eval_canary_is_left_under_the_run_directory_of_the_embedded_trainer(tmp_path, runs):
+    pytest.importorskip("torch")
+    from test_local_backend import MODEL
+
+    env = canary_env(tmp_path, EMBEDDED_TRAINER_CACHE=tmp_path / "cache")
+    env.pop("DRIVER_RL_COMMAND")
+    rd, stops = run_with_the_scripted_agent(
+        ["--backend", "local", "--model", MODEL, "--max-iters", "2", "--steps-per-run", "2",
+         "--eval-examples", "24", "--max-completion-tokens", "24", "--probe-prompts", "8",
+         "--probe-min-live", "0", "--seed", "5", "--runs-dir", str(runs)], env, "canary_selection")
+    assert stops == 1
+    assert json.loads((rd / "run.json").read_text())["backend"] == "local"
+    assert_the_eval_was_sealed(rd, arms=5)
 
 
 def test_builtin_teacher_answers_a_none_solved_probe_with_plain_rows_that_pass_the_gate(tmp_path):

@@ -33,3 +33,66 @@ def weakness_json() -> dict:
         "allocations": {f"{d} / {s}": 100 for d, s in BUCKETS},
         "structural_features": [{"name": k, "definition": v} for k, v in FEATURE_DEFINITIONS.items()],
     }
+
+
+def eval_files(run_dir: Path, dialect: str) -> list[Path]:
+    """Every eval file under the run directory, as the dialect's layout names them (a directory
+    reached by a symbolic link is another run's, and is not entered)."""
+    import os
+
+    from driver.dialects import get
+
+    d = get(dialect)
+    return sorted(Path(f) / n for f, _, names in os.walk(run_dir) for n in names
+                  if d.is_eval_file(Path(f) / n))
+
+
+def assert_every_eval_file_is_sealed(run_dir: Path, dialect: str) -> list[Path]:
+    """Every eval file under the run directory holds sealed rows only (a row seals to itself:
+    ids, labels and numbers, no prompt, reply, answer or error text), and each arm's final one
+    still measures what its eval_summary.json says. The eval files found."""
+    import json
+
+    from driver.analysis import evaluation
+    from driver.dialects import get
+
+    d = get(dialect)
+    found = eval_files(run_dir, dialect)
+    for path in found:
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            assert row == d.sealed_eval_row(row), (path, row)
+    for summary_path in run_dir.glob("*/eval_summary.json"):
+        summary = json.loads(summary_path.read_text())
+        again = evaluation.aggregate(d.eval_file(summary_path.parent / "prime_out", summary["final_step"]),
+                                     selection_env=d.selection_env, view=d.eval_view)
+        # (errored rows prime-rl left out of the file are the summary's to count, not the file's)
+        for part, whole in ((again, summary), (again.get("selection"), summary.get("selection"))):
+            for key in ("eval_acc", "n_eval", "correct_by_example"):
+                assert (part or {}).get(key) == (whole or {}).get(key), (summary_path, key)
+    return found
+
+
+def files_holding(run_dir: Path, texts: list[str]) -> list[str]:
+    """The files under the run directory that hold any of `texts` (as written, or as JSON
+    writes them), as a teacher with a shell looking through all of it finds them."""
+    import json
+    import os
+
+    sought = {t.encode() for t in texts} | {json.dumps(t)[1:-1].encode() for t in texts}
+    found = []
+    for folder, _dirs, files in os.walk(run_dir):
+        for name in files:
+            data = (Path(folder) / name).read_bytes()
+            if any(s in data for s in sought):
+                found.append(str((Path(folder) / name).relative_to(run_dir)))
+    return found
+
+
+def stock_arithmetic_eval_prompts() -> list[str]:
+    """Every problem of StockArithmetic-v1's test and validation splits (the eval and selection
+    splits; none is a train problem), in both generations' wording."""
+    from stock_arithmetic.data import build_splits
+
+    splits = build_splits(0)
+    return [r["question"] for split in ("test", "validation") for r in splits[split]]

@@ -1,12 +1,14 @@
 """Measuring an arm: its final eval file cut to numbers (eval_summary.json), its train reward
-trajectory, and the metrics.json entry built from them."""
+trajectory, and the metrics.json entry built from them; once measured, its eval files are sealed
+(driver/arms/seal.py)."""
 from __future__ import annotations
 
 from driver import faults
 from driver.analysis import evaluation
 from driver.arms.arm import Arm, eval_knobs, expected_eval_rows_by_split
+from driver.arms.seal import seal_arm, set_aside_sealed
 from driver.arms.train import retire_failed
-from driver.run.arm_files import ArmFiles, set_aside
+from driver.run.arm_files import ArmFiles
 from driver.backends import process
 from driver.context import Ctx
 from driver.errors import DriverError
@@ -52,15 +54,16 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
                                            unique_ids=True)
         except DriverError:
             # a missing or torn eval file cannot be repaired by reading it again: retire this
-            # attempt (kept beside the next) so that resuming trains the arm afresh, or, where
-            # the eval is a launch of its own, evaluates the trained weights afresh
+            # attempt (kept beside the next, its eval sealed) so that resuming trains the arm
+            # afresh, or, where the eval is a launch of its own, evaluates the trained weights
+            # afresh
             if ctx.dialect.separate_final_eval:
                 log = arm.dir / ArmFiles.FINAL_EVAL_LOG
                 for path in (ctx.dialect.final_eval_dir(arm.out, final), log, process.rc_path(log)):
-                    set_aside(path)
+                    set_aside_sealed(ctx.dialect, path)
             else:
                 (arm.dir / ArmFiles.TRAIN_DONE).unlink(missing_ok=True)
-                retire_failed(arm)
+                retire_failed(ctx, arm)
             raise
         _count_dropped(ctx, arm, summary)
         summary.update(_train_reward(ctx, arm))
@@ -73,6 +76,9 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
         faults.point("evaluate:before-summary")
         atomic_write_json(summary_path, summary)
         ctx.say(f"[{arm.name}] evaluated: " + _accuracy_line(summary))
+    # measured: from here on its eval files hold numbers only (on every call, so that a driver
+    # killed while sealing finishes on resume)
+    seal_arm(ctx, arm)
     faults.point("evaluate:after-summary")
     return summary
 

@@ -25,7 +25,10 @@ def install_env(ctx: Ctx, arm: Arm) -> dict:
         if done.get("dataset_sha256") == sha and count_rows(
                 ctx.trainer.python, arm.package, kind_of(ctx.hub)) == expected:
             return publish(ctx, arm, done)
-    pkg_dir = write_package(arm.dir, arm.package, ctx.hub, arm.dataset)
+    # a backend that installs envs from a registry (hosted) names the hub env by its registry
+    # id in the run's config: the package declares no bare name a public index would resolve
+    pkg_dir = write_package(arm.dir, arm.package, ctx.hub, arm.dataset,
+                            declare_hub=not isinstance(ctx.trainer, EnvPublisher))
     faults.point("install:package-written")
     result = install_generated(ctx.trainer.python, pkg_dir, expected, kind_of(ctx.hub))
     result["dataset_sha256"] = sha

@@ -1,9 +1,9 @@
 """The run's arms in one table: every iteration is `iter_N`; every control is one CONTROLS entry.
 
 A control answers one question about the best iteration (the loop runs them in this order after
-the budget, on their own time): the loop's phases, both dialects' configs, the controls phase and
-the summary all read this table, so a new control is one entry plus, where its rows come from
-somewhere new, one row source.
+its last iteration, inside the run's budget, which the loop's gate kept in reserve for them): the
+loop's phases, both dialects' configs, the controls phase and the summary all read this table, so
+a new control is one entry plus, where its rows come from somewhere new, one row source.
 """
 from __future__ import annotations
 

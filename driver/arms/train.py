@@ -21,11 +21,12 @@ from driver.backends.base import Command
 from driver.context import Ctx
 from driver.envs.install import missing_envs
 from driver.errors import ArmAborted, DriverError
-from driver.arms import progress
+from driver.arms import budget, progress
+from driver.arms.seal import set_aside_sealed
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.run.model import Knobs
 from driver.run.rundir import now
-from driver.run.arm_files import ArmFiles, set_aside
+from driver.run.arm_files import ArmFiles
 from rl_contract import composition
 
 
@@ -111,7 +112,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
 
         def prepare() -> list[str]:
             if arm.log.exists():  # an earlier attempt ended badly: keep it aside, start clean
-                retire_failed(arm)
+                retire_failed(ctx, arm)
             if arm.resume_step is not None and not ctx.dialect.forks_checkpoints:
                 prestage(ctx, arm)
             args = []
@@ -125,7 +126,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
         # an eval rollout that raised is left out of the file where prime-rl's log says so
         # (classic): the arm is measured without it, not retrained
         res = _launch_and_wait(ctx, arm.name, ctx.trainer.trainer(), prepare, arm.out, arm.log, eval_file,
-                               expected, arm.resume_step or 0, final, "trainer",
+                               expected, arm.resume_step or 0, final, "trainer", billed=(arm.name, "train"),
                                dropped=lambda: ctx.dialect.dropped_eval_rollouts(arm.out))
         if res.outcome == "failed":
             _raise_if_aborted(ctx, arm, final)
@@ -136,7 +137,7 @@ def train(ctx: Ctx, arm: Arm, config_paths: list[Path], overrides: list[str]) ->
                    if not p.exists()]
         if missing:
             ctx.trainer_done(f"{arm.name}: the trainer finished without its final checkpoint")
-            retire_failed(arm)
+            retire_failed(ctx, arm)
             raise DriverError(f"[{arm.name}] the trainer exited 0 but its final checkpoint is missing "
                               f"({', '.join(missing)}); every later arm resumes from it. Check the "
                               f"output disk, then `driver resume {ctx.rd.path}` retrains this arm.")
@@ -168,7 +169,7 @@ def _raise_if_aborted(ctx: Ctx, arm: Arm, final: int) -> None:
         if reason is None:
             return
         atomic_write_json(record, {"reason": reason, "ts": now()})
-        retire_failed(arm)
+        retire_failed(ctx, arm)
         ctx.trainer_done(f"{arm.name}: prime-rl aborted it: {reason}")
     raise ArmAborted(arm.name, read_json(record)["reason"])
 
@@ -195,8 +196,8 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
     cfg = arm.dir / ArmFiles.FINAL_EVAL_CONFIG
 
     def prepare() -> list[str]:
-        for path in (out, log, process.rc_path(log)):
-            set_aside(path)
+        for path in (out, log, process.rc_path(log)):   # an earlier attempt's, kept aside
+            set_aside_sealed(ctx.dialect, path)
         weights = ctx.dialect.weights_dir(arm.out, final)
         if not weights.is_dir():   # (its STABLE marker the eval launch checks where it runs)
             raise DriverError(f"[{arm.name}] no final weights at {weights}: the arm's run must "
@@ -217,7 +218,7 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
         raise DriverError(f"[{arm.name}] the {ctx.trainer.name} backend has no command that "
                           "evaluates final weights, which this dialect needs")
     res = _launch_and_wait(ctx, f"{arm.name} final eval", evaluator, prepare, out, log, eval_file,
-                           expected, final, final, "final-weights eval")
+                           expected, final, final, "final-weights eval", billed=(arm.name, "eval"))
     if res.outcome != "done":
         _raise_failed(ctx, f"{arm.name} final eval", "evaluation", res, log,
                       "evaluates the final weights again")
@@ -226,12 +227,13 @@ def final_eval(ctx: Ctx, arm: Arm, final: int) -> None:
 
 def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path, log: Path,
                      eval_file: Path, expected: int, start: int, final: int,
-                     what: str, point: str = "train",
+                     what: str, point: str = "train", *, billed: tuple[str, str],
                      dropped: Callable[[], int] | None = None) -> process.PollResult:
     """Launch (once, with prepare()'s arguments) or re-attach, then poll until the process ends:
     done needs exit status 0 and `expected` rows in eval_file, or as many less as `dropped()`
     (read once the launch has ended: the eval rollouts its log says raised and were left out)
-    accounts for exactly."""
+    accounts for exactly. `billed`: the arm and the kind of launch (train, eval, probe) it is
+    billed as, checked against --max-cost before it is submitted (a re-attach submits nothing)."""
     st = ctx.state
     runner = ctx.runner()
     steps = {"start_step": start, "final_step": final}
@@ -243,6 +245,7 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
     if tp is None:
         if runner.exit_status(log) == 0 and complete(process.count_lines(eval_file)):
             return process.PollResult("done", 0, process.count_lines(eval_file))
+        budget.check_launch(ctx, *billed)   # before prepare() sets an earlier attempt aside
         args = prepare()
         _ports_free(ctx, label, args)
         faults.point(f"{point}:before-launch")
@@ -311,9 +314,11 @@ def _raise_failed(ctx: Ctx, label: str, noun: str, res: process.PollResult, log:
                       f"Fix the cause, then `driver resume {ctx.rd.path}` {then}.")
 
 
-def retire_failed(arm: Arm) -> None:
+def retire_failed(ctx: Ctx, arm: Arm) -> None:
+    """Set a failed attempt's output dir, log and exit status aside, kept beside the next
+    attempt; its eval files are sealed as they go (no attempt set aside is ever measured)."""
     for p in (arm.out, arm.log, process.rc_path(arm.log)):
-        set_aside(p)
+        set_aside_sealed(ctx.dialect, p)
 
 
 def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[dict], str | None]:
@@ -349,7 +354,7 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
 
         def prepare() -> list[str]:
             if probe.log.exists():
-                retire_failed(probe)
+                retire_failed(ctx, probe)
             if probe.resume_step is not None and not ctx.dialect.forks_checkpoints:
                 prestage(ctx, probe)
             args = [x for p in [*config_files(ctx, cfg), overlay] for x in ("@", str(p))]
@@ -358,7 +363,8 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
             return args + ctx.trainer.seed_args(ctx.state.seed)
 
         res = _launch_and_wait(ctx, probe.name, ctx.trainer.trainer(), prepare, probe.out, probe.log,
-                               probe.out / "no-eval", 0, start, start + 1, "probe", point="probe")
+                               probe.out / "no-eval", 0, start, start + 1, "probe", point="probe",
+                               billed=(arm.name, "probe"))
         # the one step's batch, where the layout files it (rl_contract: classic one below)
         rows_step = ctx.dialect.rows_step(start + 1)
         if res.outcome != "done":
@@ -367,7 +373,7 @@ def probe_launch(ctx: Ctx, arm: Arm, knobs: Knobs, prompts: int) -> tuple[list[d
                 _raise_failed(ctx, probe.name, "gradient probe", res, probe.log, "runs the probe again")
             atomic_write_json(aborted_path, {"reason": reason, "ts": now()})
             ctx.trainer_done()
-            retire_failed(probe)
+            retire_failed(ctx, probe)
         elif not ctx.dialect.train_file(probe.out, rows_step).exists():
             _raise_failed(ctx, probe.name, "gradient probe", res, probe.log, "runs the probe again")
         else:

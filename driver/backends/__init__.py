@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from driver.run.model import RunState
 
 __all__ = ["BACKENDS", "Backend", "Command", "EnvPublisher", "EpisodeKinds", "LocalServers", "Probe",
-           "arm_cost", "choose", "episode_refusal", "preflight", "probe_gate", "resolve", "spent_usd"]
+           "arm_cost", "billed_launches", "choose", "episode_refusal", "preflight", "probe_gate",
+           "resolve", "spent_usd"]
 
 BACKENDS: dict[str, Callable[[str | None], Backend]] = {
     "prime_rl": prime_rl.build,
@@ -53,6 +54,13 @@ def spent_usd(run_dir: Path) -> float:
 def arm_cost(run_dir: Path, arm: str) -> float | None:
     """What one arm's launches cost (failed attempts included), or None where none is billed."""
     return hosted.arm_cost(run_dir, arm)
+
+
+def billed_launches(run_dir: Path) -> list[dict]:
+    """Every billed launch of the run: its arm directory (`arm`), its kind (`train`, `eval` or
+    `probe`) and what it cost (`cost_usd`, failed attempts included); none where nothing is
+    billed."""
+    return hosted.records.launches(run_dir)
 
 
 def resolve(name: str, prime_rl_dir: str | None = None) -> Backend:

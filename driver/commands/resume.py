@@ -2,9 +2,10 @@
 larger budget or a higher iteration cap).
 
 --budget and --max-iters change the loop's limits. The budget is wall-clock time since the run
-started (the teacher's time and any time the run was stopped included), so a new budget must be
-more than the time already gone, and a new --max-iters more than the iterations done (iter_0
-included). A run whose loop ended on a limit the new values lift is re-opened: nothing is
+started (the teacher's time and any time the run was stopped included), and it is the whole run's,
+the controls included: a new budget must be more than the time already gone, and re-opening an
+ended loop must leave one more iteration and the controls at the times the run measured; a new
+--max-iters must be more than the iterations done (iter_0 included). A run whose loop ended on a limit the new values lift is re-opened: nothing is
 discarded; the run goes back to the gate, the control directories (measured against the old best
 iteration) are renamed `<dir>.before-K` and their metrics.json entries dropped (each directory
 keeps its eval_summary.json), their recorded failures move into run.json's limit_changes record,
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import time
 
 from driver.commands.flags import EXIT_CODES, add_model_flags, duration, given_values
 from driver.run.model import RunConfig
@@ -36,7 +36,8 @@ def add(sub) -> None:
                                    "change the run's settings from here on (the new teacher "
                                    "takes over from the next brief it has to write). --budget "
                                    "counts from the run's start, the teacher's time and any time "
-                                   "away included; a larger --budget or --max-iters re-opens a "
+                                   "away included, and is the whole run's, the controls "
+                                   "included; a larger --budget or --max-iters re-opens a "
                                    "loop that ended on it (the controls then run again at the "
                                    "new end, the old ones kept as <dir>.before-K).")
     s.add_argument("run_dir")
@@ -55,7 +56,7 @@ def main(a) -> int:
     from driver.errors import UsageError
     from driver.run.files import read_json
     from driver.run.model import RunState, validation_message
-    from driver.run.rundir import RunDir, RunLock
+    from driver.run.rundir import RunDir, RunLock, now
 
     rd = RunDir(a.run_dir)
     rd.load()  # a bad run.json or metrics.json is reported before anything else happens
@@ -83,7 +84,7 @@ def main(a) -> int:
                 RunState.model_validate({**state.model_dump(), **limits})
             except ValidationError as e:
                 raise UsageError(validation_message(e, _FLAGS)) from None
-            reopen = reopens(rd, state, limits, time.time())
+            reopen = reopens(rd, state, limits, now())
         teacher = changes.get("teacher", state.teacher)
         if changes and (teacher != state.teacher or teacher == "llm"):
             update = {"teacher": teacher}
@@ -187,16 +188,41 @@ def reopens(rd, state, limits: dict, now: float) -> bool:
         raise UsageError(
             f"the loop ended on {state.loop_end}, and --max-iters {max_iters} admits no iteration "
             f"after the {done} done (iter_0 included): raise both. {works}.")
+    need = _reserve(rd, state, "time")
+    if need is not None and not need.covered_by(budget - elapsed):
+        again = f"`driver resume {rd.path} --budget {duration(_round_up(elapsed + need.needed))}" + \
+            (f" --max-iters {max_iters}`" if "max_iters" in limits else "`")
+        raise UsageError(
+            f"the loop ended on {state.loop_end}, and the {_span(budget - elapsed)} a budget of "
+            f"{duration(budget)} leaves would not cover one more iteration and the {need.controls} "
+            f"controls (about {_span(need.needed)} at the times this run measured; the budget is the "
+            f"whole run's), so the loop would end again at once and its controls run again. {again}.")
     if state.max_cost_usd is not None:
         from driver.backends import spent_usd
 
-        spent = spent_usd(rd.path)
-        if spent >= state.max_cost_usd:
+        spent, cap = spent_usd(rd.path), state.max_cost_usd
+        need = _reserve(rd, state, "cost")
+        if spent >= cap or (need is not None and not need.covered_by(cap - spent)):
+            estimate = "" if spent >= cap or need is None else (
+                f", and one more iteration and the {need.controls} controls are estimated at "
+                f"${need.needed:.2f}")
             raise UsageError(
-                f"the run has spent ${spent:.2f} of its --max-cost ${state.max_cost_usd:.2f}, so "
-                f"the loop would end again at once. Start a new run on this run's iter_0: "
-                f"`driver run --init-from {rd.path}`.")
+                f"the run has spent ${spent:.2f} of its --max-cost ${cap:.2f}{estimate}, so the loop "
+                f"would end again at once. Start a new run on this run's iter_0: `driver run "
+                f"--init-from {rd.path}`.")
     return True
+
+
+def _reserve(rd, state, kind: str):
+    """What one more iteration and the controls need (driver/arms/budget.py), in time or cost,
+    from the run's records; None where nothing is measured (or no hub_env.json to size them)."""
+    from driver.arms import budget
+    from driver.context import Ctx
+
+    if not rd.hub_env_json.exists():
+        return None
+    ctx = Ctx.records(rd, state)
+    return budget.time_reserve(ctx) if kind == "time" else budget.cost_reserve(ctx)
 
 
 def extend(ctx, limits: dict, reopen: bool) -> None:

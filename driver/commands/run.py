@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from driver.commands.flags import EXIT_CODES, add_model_flags, given_values
 from driver.run.model import RunConfig
@@ -60,7 +59,7 @@ def main(a) -> int:
     from driver.envs.describe import interaction_line
     from driver.errors import UsageError
     from driver.run.model import RunState, validation_message
-    from driver.run.rundir import RunDir, RunLock
+    from driver.run.rundir import RunDir, RunLock, now
 
     values = given_values(a, RunConfig)
     why_local = None
@@ -71,7 +70,7 @@ def main(a) -> int:
     if values.get("init_from"):
         values["init_from"] = str(Path(values["init_from"]).resolve())
     try:   # the run model fills the backend's defaults and checks every knob, once
-        state = RunState(start_ts=time.time(), **values)
+        state = RunState(start_ts=now(), **values)
     except ValidationError as e:
         raise UsageError(validation_message(e, _FLAGS)) from None
     backend = backends.resolve(state.backend, state.prime_rl_dir)  # refuse before creating anything
@@ -113,6 +112,7 @@ def main(a) -> int:
               f"{version}; teacher: {state.teacher}", file=sys.stderr, flush=True)
         print(f"env: {state.dataset} ({introspected[0]['env_class']}); "
               f"{interaction_line(introspected[0])}", file=sys.stderr, flush=True)
+        print(budget_line(state), file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
@@ -128,6 +128,27 @@ def main(a) -> int:
             print(f"dry run: nothing trained. `driver resume {rd.path}` trains.", flush=True)
             return 0
         return loop.run(ctx)
+
+
+def budget_line(state) -> str:
+    """The run header's account of how the budget is split between the loop and the controls
+    (driver/loop.py's gate; driver/arms/budget.py's estimates)."""
+    from driver.arms import table
+    from driver.commands.flags import duration
+
+    controls = len(table.CONTROLS)
+    line = (f"budget: {duration(state.budget_seconds)} for the whole run, the {controls} controls "
+            f"included: the loop starts another iteration only while the time left covers it and "
+            f"the {controls} controls at their measured time (an iteration at the slowest so far, or "
+            "at iter_0's training and evaluation before the first; a control at the slowest arm, "
+            "scaled up for its whole-split eval), and stops starting iterations once it would not.")
+    if state.max_cost_usd is not None:
+        line += (f" --max-cost ${state.max_cost_usd:g} is a ceiling on every submission, the "
+                 "controls' included: no launch is submitted where what the run has spent plus its "
+                 "estimated cost would pass it (a control that would is recorded as skipped), and "
+                 "the loop starts an iteration only while what is spent plus that iteration's and "
+                 "the controls' estimated cost fits.")
+    return line
 
 
 def _introspect_first(state, backend) -> tuple[dict, dict | None]:

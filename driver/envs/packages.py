@@ -24,14 +24,15 @@ def package_name(dataset: str, suffix: str, tag: str | None = None) -> str:
 CLASSIC_MODULE = "classic/env_module.py.j2"
 
 
-def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
+def write_package(dest: Path, name: str, hub: dict, dataset_path: Path, declare_hub: bool = True) -> Path:
     """Write an environment package whose load_environment returns the hub env's class with the
     hub's parser, rubric and system prompt; only the rows differ. The rows ship inside the
     package directory, so two generated packages never share a file. Where a hub reward reads
     the env's own state (hub_env.json's reward_reads_env_state), envside/row_truth.py ships
     beside the module, which scores that reward from each row's info.entry; envside/hub_parts.py
     always ships beside a classic module (its choice of class and settings). A taskset hub gets a
-    taskset package instead (tasksets.write_package)."""
+    taskset package instead (tasksets.write_package). `declare_hub`: the hub env's distribution
+    is a requirement of the package (not where a registry installs it by its Hub id instead)."""
     aux = Path(dataset_path).parent / ArmFiles.AUX_REWARDS
     if kind_of(hub) == tasksets.KIND:
         if aux.exists():
@@ -61,7 +62,8 @@ def write_package(dest: Path, name: str, hub: dict, dataset_path: Path) -> Path:
     elif (mod_dir / "aux_rewards.py").exists():
         (mod_dir / "aux_rewards.py").unlink()
     (pkg_root / "pyproject.toml").write_text(render.get_template(pyproject).render(
-        name=name, hub_requirement=hub_requirement(hub), version=content_version(mod_dir)))
+        name=name, hub_requirement=hub_requirement(hub) if declare_hub else None,
+        version=content_version(mod_dir)))
     return pkg_root
 
 

@@ -404,6 +404,17 @@ def record_abort(ctx: Ctx, n: int, e) -> None:
     record_skip(ctx, n)
 
 
+def record_not_launched(ctx: Ctx, n: int, refusal: str) -> None:
+    """--max-cost refused a launch of the iteration's (its training, its eval, its probe): the
+    iteration is recorded as skipped with the refusal, and the loop ends."""
+    d = ctx.iter_dir(n)
+    if not (d / ArmFiles.SKIPPED).exists():
+        atomic_write_json(d / ArmFiles.SKIPPED, {
+            "reason": "not trained or not evaluated: --max-cost refused its launch",
+            "failures": [refusal], "attempts": 0})
+    record_skip(ctx, n)
+
+
 def record_skip(ctx: Ctx, n: int) -> None:
     reason = read_json(ctx.iter_dir(n) / ArmFiles.SKIPPED)
     ctx.rd.upsert_metric("iters", "iter", {"iter": n, "skipped": True,

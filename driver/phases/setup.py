@@ -17,6 +17,7 @@ from driver.context import Ctx
 from driver.errors import ArmAborted, DriverError, UsageError
 from driver.arms.arm import Arm, shared_settings
 from driver.arms.evaluate import evaluate, metrics_entry
+from driver.arms.seal import seal_arm
 from driver.arms.train import train
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.run.arm_files import ArmFiles
@@ -338,6 +339,29 @@ def _reused_eval_config(ctx: Ctx, source: InitSource, arm: Arm, measured: bool) 
     return prior_eval_setting(ctx.dialect, source) or {"unknown": True}
 
 
+# what link_files leaves in a tree it made: the tree mirrors another run's, file by file
+LINKED = ".linked-from"
+
+
+def link_files(src: Path, dst: Path) -> None:
+    """Make `dst` mirror the tree `src` with real directories and a symbolic link per file, so
+    a file of it can be replaced here (an eval file by its sealed copy) while `src`, another
+    run's, stays as it is. Re-entrant: what is there already is kept, and a `dst` that is one
+    link to the whole of `src` (a run directory made before trees were linked file by file)
+    is left so."""
+    if dst.is_symlink():
+        return
+    if not (dst / LINKED).exists():   # first: a mirror cut short is still known as one
+        atomic_write_text(dst / LINKED, f"{src}\n")
+    for folder, _dirs, files in os.walk(src):
+        here = dst / Path(folder).relative_to(src)
+        here.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            link = here / name
+            if not link.exists() and not link.is_symlink():
+                os.symlink(Path(folder) / name, link)
+
+
 def init_from(ctx: Ctx) -> None:
     """Phase 2A: reuse a prior run as iter_0, in place (symlinks, no copies of weights). Its
     final eval is aggregated like any arm's (numbers only), so the inherited baseline carries
@@ -353,22 +377,28 @@ def init_from(ctx: Ctx) -> None:
     out = source.out
     dst = ctx.iter_dir(0) / ArmFiles.OUT
     arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
-    trees = [*ctx.dialect.resume_trees(out, f), ctx.dialect.weights_dir(out, f),
-             ctx.dialect.rollouts_dir(out)]
+    trees = [*ctx.dialect.resume_trees(out, f), ctx.dialect.weights_dir(out, f)]
+    # the trees that hold eval files are linked file by file, so that sealing replaces a link
+    # here and leaves the reused run's own files as they are
+    with_evals = [ctx.dialect.rollouts_dir(out)]
     # the current generation's final weights are measured again under this run's own eval
     # setting unless the reused eval was measured exactly so (then its eval dir is linked)
     reuse_eval = (ctx.dialect.separate_final_eval and ctx.dialect.eval_file(out, f).exists()
                   and _same_setting(prior_eval_setting(ctx.dialect, source), eval_config(ctx, arm))
                   and not (ctx.dialect.final_eval_dir(dst, f).exists()
-                           and not ctx.dialect.final_eval_dir(dst, f).is_symlink()))
+                           and not ctx.dialect.final_eval_dir(dst, f).is_symlink()
+                           and not (ctx.dialect.final_eval_dir(dst, f) / LINKED).exists()))
     if reuse_eval:
-        trees.append(ctx.dialect.final_eval_dir(out, f))
+        with_evals.append(ctx.dialect.final_eval_dir(out, f))
     for tree in trees:
         if tree.exists():
             link = dst / tree.relative_to(out)
             link.parent.mkdir(parents=True, exist_ok=True)
             if not link.exists():
                 os.symlink(tree, link)
+    for tree in with_evals:
+        if tree.exists():
+            link_files(tree, dst / tree.relative_to(out))
     eval_file = ctx.dialect.eval_file(dst, f)
     measured_here = ctx.dialect.separate_final_eval and not reuse_eval
     if measured_here:   # re-entrant: a finished measurement is not launched again
@@ -379,6 +409,7 @@ def init_from(ctx: Ctx) -> None:
                     "checkpoint": str(ctx.dialect.weights_dir(out, f)),
                     "eval_config": _reused_eval_config(ctx, source, arm, measured=measured_here)})
     atomic_write_json(ctx.iter_dir(0) / ArmFiles.EVAL_SUMMARY, summary)
+    seal_arm(ctx, arm)   # measured: its eval files (linked ones by sealed copies) hold numbers only
     atomic_write_json(ctx.iter_dir(0) / ArmFiles.TRAIN_DONE, {"final_step": f, "source": "init-from"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0, source="init-from"))
     ctx.anchored("init-from", str(source.arm), f)

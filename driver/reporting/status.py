@@ -1,19 +1,18 @@
 """Where a run is, from its records: `driver status`'s payload (and its --json output)."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from driver import dialects
 from driver.arms import progress
-from driver.run.rundir import RunDir
+from driver.run.rundir import RunDir, now
 
 
 def status_payload(run_dir: str) -> dict:
     rd = RunDir(run_dir)
     st = rd.load()
     m = rd.load_metrics()
-    elapsed = (st.end_ts or time.time()) - st.start_ts
+    elapsed = (st.end_ts or now()) - st.start_ts
     train = None
     tp = st.trainer
     if tp is not None and tp.final_step is not None:   # the arm being trained: steps on disk

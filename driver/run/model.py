@@ -204,18 +204,25 @@ class RunConfig(Knobs):
     hub_id: str | None = setting(help="Prime hub slug (default: primeintellect/<dataset>)",
                                  parse="name")
     budget_seconds: float = setting(
-        help="wall-clock cap for the iteration loop, counted from the run's start (the "
-             "teacher's time and any time the run was stopped included): Nh, Nm or Ns; controls "
-             "run after it on their own time. `driver resume RUN --budget 12h` extends it, "
-             "re-opening a loop that ended on it", gt=0, flag="--budget", parse="duration",
+        help="wall-clock budget of the whole run, controls included, counted from the run's "
+             "start (the teacher's time and any time the run was stopped included): Nh, Nm or Ns. "
+             "The loop starts another iteration only while the time left covers it and the "
+             "controls at their measured time (an iteration at the slowest so far, or at iter_0's "
+             "training and evaluation before the first; a control at the slowest arm, scaled up "
+             "for its whole-split eval), so the controls run inside it. `driver resume RUN --budget 12h` "
+             "extends it, re-opening a loop that ended on it", gt=0, flag="--budget", parse="duration",
         resumable=True,
         by_backend={"prime_rl": 10 * 3600, "local": 2 * 3600, "hosted": 10 * 3600})
     max_cost_usd: float | None = setting(
         flag="--max-cost", gt=0,
-        help="a second loop budget, in USD: the pre-iteration gate ends the loop once the run's "
-             "spent cost reaches it (Hosted Training: every launch's larger of its GPU-hours at "
-             "the rate its dispatch quoted and `prime train usage`); controls run after it. Only "
-             "the hosted backend spends money")
+        help="a ceiling in USD on what the whole run spends, controls included (Hosted "
+             "Training: every launch's larger of its GPU-hours at the rate its dispatch quoted and "
+             "`prime train usage`). No launch (a training run, an eval run, a probe, a control's) "
+             "is submitted where what the run has spent plus its estimated cost (the costliest "
+             "billed launch of its kind) would pass it, and the loop starts another iteration "
+             "only while what is spent plus that iteration's and the controls' estimated cost "
+             "fits; before anything of a kind is billed, only a spent ceiling refuses. A control "
+             "it refuses is recorded as skipped. Only the hosted backend spends money")
     # local: the demo ends on its iteration count, so its result does not depend on how fast
     # the machine is (its budget is a ceiling far above what a 2-core machine needs)
     max_iters: int = setting(help="total iterations including iter_0 (`driver resume RUN "

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from driver import clock
 from driver.errors import DriverError, UsageError
 from driver.run.files import atomic_write_json, read_json
 from driver.run.model import FORMAT_VERSION, ArmMetrics, RunState, validation_message
@@ -167,4 +168,5 @@ class RunLock:
 
 
 def now() -> float:
-    return time.time()
+    """The time of day a record is stamped with (driver.clock.wall)."""
+    return clock.wall()

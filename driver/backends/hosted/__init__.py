@@ -223,9 +223,12 @@ def cost_estimate(state: RunState, models: dict) -> str:
                                             if isinstance(c, dict) and c.get("gpu_type")})
                 for m in models.get("available_fft_models") or [] if isinstance(m, dict)}
     offers = on_demand_offers(models)
-    cap = (f" --max-cost ${state.max_cost_usd:g} ends the loop once the runs have cost that much "
-           "(the larger of the GPU-hour bill at each run's dispatch rate and `prime train usage`)."
-           if state.max_cost_usd is not None else " Set --max-cost USD to cap what the loop spends.")
+    cap = (f" --max-cost ${state.max_cost_usd:g} caps the whole run, the controls included (each "
+           "run's cost is the larger of the GPU-hour bill at its dispatch rate and `prime train "
+           "usage`): no run is submitted where what the runs have cost plus its estimate (the "
+           "costliest billed run of its kind) would pass it, and the loop starts an iteration only "
+           "while that iteration and the controls, so estimated, fit."
+           if state.max_cost_usd is not None else " Set --max-cost USD to cap what the run spends.")
     ledger = (" Each run's billed time, GPU-hours, dispatch rate and usage view are in cost.json "
               "and metrics.json. The gradient probe is a paid one-step run per iteration: its cost "
               "is estimated from iter_0's start-up and step time and stated before it runs, and it "
@@ -246,7 +249,7 @@ def cost_estimate(state: RunState, models: dict) -> str:
             f"demand, which downloads the model at each run's start (billed from pods ready, so "
             f"the download is paid time): ${price:.2f}/GPU-hour ({best.get('gpu_type')}, the rate "
             f"`prime train models` lists; each dispatch quotes its own). At {ASSUMED_GPUS} GPUs per "
-            f"run (assumed until a run reports its gpu_count) the loop's --budget of {hours:g} h of "
-            f"runs costs up to ${price * ASSUMED_GPUS * hours:,.2f}, and each control arm after it "
-            f"about what one iteration costs ({state.steps_per_run} steps of {state.batch_size} "
-            "rollouts, and a one-step eval run)." + ledger + cap)
+            f"run (assumed until a run reports its gpu_count) the run's --budget of {hours:g} h of "
+            f"runs, the controls included, costs up to ${price * ASSUMED_GPUS * hours:,.2f}; each "
+            f"control arm costs about what one iteration does ({state.steps_per_run} steps of "
+            f"{state.batch_size} rollouts, and a one-step eval run of the whole eval split)." + ledger + cap)

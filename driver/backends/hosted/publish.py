@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 
 from driver import faults
-from driver.backends.hosted.cli import PrimeCLI, error_text
+from driver.backends.hosted.cli import CLIError, PrimeCLI, error_text
 from driver.errors import DriverError
 from driver.run.files import atomic_write_json, read_json
 
@@ -72,9 +72,11 @@ def content_hash(env_path: Path) -> str:
 def publish(cli: PrimeCLI, pkg_dir: Path) -> dict:
     """`prime env push -p PKG -v PRIVATE --runtime v1`: the generated taskset package as a
     private, versioned env. Idempotent: a package whose content was pushed (its record and the
-    CLI's .prime/.env-metadata.json) is not pushed again, and a push the Hub answers with
-    "content hash ... already exists" (the push went through before the driver died) counts as
-    pushed."""
+    CLI's .prime/.env-metadata.json) is not pushed again. A push the Hub answers with "content
+    hash ... already exists" counts as pushed only where `prime env status` lists that content
+    as the env's latest version: a push that failed after its wheel was registered but before
+    its finalize holds the hash without a version anyone can install, so it is pushed again as a
+    .post release of the same content (the CLI's own `--post`)."""
     problems = dependency_problems(pkg_dir)
     if problems:
         raise DriverError(
@@ -84,30 +86,75 @@ def publish(cli: PrimeCLI, pkg_dir: Path) -> dict:
             "`driver resume`.")
     digest = content_hash(pkg_dir)
     record_path = pkg_dir / ".prime" / "driver_push.json"
-    meta_path = pkg_dir / ".prime" / ".env-metadata.json"
-    if record_path.exists() and read_json(record_path).get("content_hash") == digest:
+    if record_path.exists() and digest in (read_json(record_path).get("content_hash"),
+                                           read_json(record_path).get("rendered_hash")):
         return dict(read_json(record_path))
-    r = cli.run("env", "push", "-p", str(pkg_dir), "-v", "PRIVATE", "--runtime", "v1")
+    pushed = _push(cli, pkg_dir)
+    for bump in ("--post", None):
+        if pushed is not None:
+            break
+        # "already exists": the Hub lists this content as the env's latest version, or a push
+        # registered it and never finalized (then it is pushed again as a .post release, which
+        # the CLI writes into pyproject.toml)
+        env_id = _existing_id(cli, pkg_dir)
+        if _listed(cli, env_id, content_hash(pkg_dir)):
+            version = str(tomllib.loads((pkg_dir / "pyproject.toml").read_text())["project"]["version"])
+            pushed = (env_id, version, {})
+        elif bump:
+            pushed = _push(cli, pkg_dir, bump)
+    if pushed is None:
+        raise DriverError(f"`prime env push --post -p {pkg_dir}` was refused as a duplicate too, and "
+                          f"`prime env status` lists neither version; check it there, then `driver resume`.")
+    env_id, version, meta = pushed
+    result = {"id": env_id, "version": version, "ref": f"{env_id}@{version}", "visibility": "PRIVATE",
+              "content_hash": content_hash(pkg_dir), "rendered_hash": digest,
+              "environment_id": meta.get("environment_id"), "wheel_sha256": meta.get("wheel_sha256")}
+    atomic_write_json(record_path, result)
+    return result
+
+
+_ALREADY = "already exists"
+
+
+def _push(cli: PrimeCLI, pkg_dir: Path, *bump: str) -> tuple[str, str, dict] | None:
+    """One `prime env push`: (env id, version, the CLI's metadata) once it went through, None
+    where the Hub holds that content already."""
+    meta_path = pkg_dir / ".prime" / ".env-metadata.json"
+    meta_path.unlink(missing_ok=True)   # written by this push alone, or not at all
+    r = cli.run("env", "push", "-p", str(pkg_dir), "-v", "PRIVATE", "--runtime", "v1", *bump)
     faults.point("hosted:after-push")
     said = r.stdout + "\n" + r.stderr
     version = str(tomllib.loads((pkg_dir / "pyproject.toml").read_text())["project"]["version"])
-    pushed = re.search(r"Successfully pushed (\S+/\S+)", said)
+    ok = re.search(r"Successfully pushed (\S+/\S+)", said)
     if r.returncode == 0 and meta_path.exists():
         meta = read_json(meta_path)
-        env_id, version = f"{meta['owner']}/{meta['name']}", str(meta.get("version") or version)
-    elif r.returncode == 0 and pushed:
-        env_id, meta = pushed.group(1), {}
-    elif "content hash" in said.lower() and "already exists" in said:
+        return f"{meta['owner']}/{meta['name']}", str(meta.get("version") or version), meta
+    if r.returncode == 0 and ok:
+        return ok.group(1), version, {}
+    if "content hash" in said.lower() and _ALREADY in said:
         m = re.search(r"(?:Created environment|Found existing environment): (\S+/\S+)", said)
-        if not m:
-            raise DriverError(f"`prime env push` says {pkg_dir.name}'s content is on the Hub, but "
-                              f"not under which id: {error_text(r)}")
-        env_id, meta = m.group(1), {}
-    else:
-        raise DriverError(f"`prime env push -p {pkg_dir}` failed: {error_text(r)}. Fix the cause "
-                          "(`prime whoami`, the package), then `driver resume`.")
-    result = {"id": env_id, "version": version, "ref": f"{env_id}@{version}", "visibility": "PRIVATE",
-              "content_hash": digest, "environment_id": meta.get("environment_id"),
-              "wheel_sha256": meta.get("wheel_sha256")}
-    atomic_write_json(record_path, result)
-    return result
+        if m:
+            (pkg_dir / ".prime").mkdir(exist_ok=True)
+            (pkg_dir / ".prime" / "hub_id").write_text(m.group(1))
+        return None
+    raise DriverError(f"`prime env push -p {pkg_dir}` failed: {error_text(r)}. Fix the cause "
+                      "(`prime whoami`, the package), then `driver resume`.")
+
+
+def _existing_id(cli: PrimeCLI, pkg_dir: Path) -> str:
+    """The Hub id an "already exists" answer named (commands/env.py prints it on resolving)."""
+    found = pkg_dir / ".prime" / "hub_id"
+    if not found.exists():
+        raise DriverError(f"`prime env push` says {pkg_dir.name}'s content is on the Hub, but not "
+                          "under which id; check `prime env list`, then `driver resume`.")
+    return found.read_text().strip()
+
+
+def _listed(cli: PrimeCLI, env_id: str, digest: str) -> bool:
+    """Whether `prime env status ID --output json` lists this content as the env's latest
+    version (`latest_version.content_hash`, commands/env.py:689-740@0.18.0)."""
+    try:
+        latest = (cli.json("env", "status", env_id, "--output", "json", timeout=120) or {}).get("latest_version")
+    except (CLIError, ValueError, AttributeError):
+        return False
+    return isinstance(latest, dict) and latest.get("content_hash") == digest

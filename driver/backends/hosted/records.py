@@ -33,6 +33,11 @@ def spent_usd(run_dir: Path) -> float:
     return float(sum(e.get("cost_usd") or 0.0 for e in _ledger(run_dir)["launches"].values()))
 
 
+def launches(run_dir: Path) -> list[dict]:
+    """Every billed launch's ledger entry (its arm directory, kind and cost_usd among them)."""
+    return list(_ledger(run_dir)["launches"].values())
+
+
 def arm_cost(run_dir: Path, arm: str) -> float | None:
     costs = [e.get("cost_usd") or 0.0 for e in _ledger(run_dir)["launches"].values()
              if e.get("arm") == arm]
@@ -81,4 +86,6 @@ def volume_path(run_dir: Path, local: Path) -> str:
         raise DriverError(f"{local} belongs to {arm.name}, which has no completed hosted run on "
                           "the volume to read it from; retrain that arm first")
     rel = local.relative_to(arm / ArmFiles.OUT / RUN_NAME)
-    return f"{VOLUME_MOUNT}/{rec['root']}/{rel.as_posix()}".replace("//", "/")
+    # the root of the tree's own kind (checkpoints/, broadcasts/ may lie apart from rollouts/)
+    root = (rec.get("roots") or {}).get(rel.parts[0] if rel.parts else "", rec["root"])
+    return f"{VOLUME_MOUNT}/{root}/{rel.as_posix()}".replace("//", "/")

@@ -60,6 +60,12 @@ def lost_after() -> int:
     return int(os.environ.get("DRIVER_HOSTED_LOST_AFTER", str(TRANSIENT_FAILURES)))
 
 
+def sync_wait_s() -> float:
+    """How long a completed run's outputs may trail its end on the volume before the driver
+    stops and leaves it to `driver resume` (re-listed with backoff meanwhile)."""
+    return float(os.environ.get("DRIVER_HOSTED_SYNC_WAIT_S", "900"))
+
+
 def poll_floor_s() -> float:
     """The least time between two polls of a hosted run (each one is an API call)."""
     return float(os.environ.get("DRIVER_HOSTED_POLL_S", "30"))
@@ -165,7 +171,10 @@ class HostedRunner:
                 return self._ended(rec, out, log, status, platform_reason(run))
             if status == "PAUSED":
                 # a paused run is continued by a new one from its own last checkpoint, on its
-                # volume, never from the checkpoint the arm started from
+                # volume, never from the checkpoint the arm started from. What it ran is billed
+                # first: a continuation that fails to start (a control's, which the controls
+                # phase records and moves past) leaves it in the ledger all the same
+                self._record_bill(rec, out, log, "paused")
                 self._continue(rec, out, log, run_id)
                 running_since, last_step, queued_since = None, None, clock.monotonic()
                 continue
@@ -206,9 +215,10 @@ class HostedRunner:
 
     def stop(self, tp: TrainerProcess) -> None:
         """`prime train stop RUN -f`, confirmed: the CLI prints the run's status once the stop has
-        gone through (commands/rl.py:1795-1806@0.18.0). A stop the platform did not confirm
-        raises StillRunning, which ends the driver: nothing else is launched while the run may
-        still run and bill."""
+        gone through (commands/rl.py:1798-1806@0.18.0). A stop the platform did not confirm (the
+        CLI's "did not reach a terminal state ... still being torn down", exit 0 and no status:
+        :1788-1796) raises StillRunning, which ends the driver: nothing else is launched while
+        the run may still run and bill, and its record stays open for `driver resume`."""
         out = Path(tp.output_dir)
         rec = read_record(out)
         run_id = tp.run_id or (rec or {}).get("run_ids", [None])[-1]
@@ -218,9 +228,13 @@ class HostedRunner:
         m = re.search(r"^Status: (\S+)", r.stdout, re.M)
         status = m.group(1).upper() if m else None
         if r.returncode != 0 or status not in TERMINAL:
+            said = error_text(r) if r.returncode else (
+                f"status {status}" if status else "no status: " + " ".join(r.stdout.split())[-300:])
+            if rec is not None:
+                say(self._log_of(rec, out), f"run {run_id}: `prime train stop` did not confirm the stop ({said})")
             raise StillRunning(
                 f"`prime train stop {run_id} -f` did not confirm the run stopped "
-                f"({error_text(r) if r.returncode else 'status ' + str(status)}): it may still run and "
+                f"({said}): it may still run and "
                 f"bill. Check it with `prime train get {run_id}` and stop it (`prime train stop "
                 f"{run_id}`), then `driver resume`; no other run is submitted until then.")
         if rec is not None and status == "COMPLETED":
@@ -278,7 +292,8 @@ class HostedRunner:
 
     def _adopt(self, rec: dict, out: Path, log: Path, why: str) -> str | None:
         """The run a failed submission made after all, found by its name, recorded as if its
-        dispatch had answered (no rate quoted: its placement is unknown); None where the platform
+        dispatch had answered (its placement unknown, at the highest listed on-demand rate: never
+        billed less than the platform would); None where the platform
         lists none. A listing that fails leaves the outcome unknown: the record stays unsettled,
         and `driver resume` looks the name up again before submitting anything."""
         try:
@@ -292,12 +307,24 @@ class HostedRunner:
         if found is None or found in rec["run_ids"]:
             return None
         rec["run_ids"].append(found)
-        rec.setdefault("runs", {})[found] = {"dispatched_at": now(), "placement": {}}
+        rec.setdefault("runs", {})[found] = {"dispatched_at": now(), "placement": self._listed_rate()}
         rec["status"] = None
         write_record(out, rec)
         say(log, f"`prime train` failed ({why}), but the platform made run {found} as {rec['name']}: "
                  "tracking it (one run, billed once)")
         return found
+
+    def _listed_rate(self) -> dict:
+        """The placement an adopted run is billed at, its dispatch answer lost: the highest
+        on-demand $/GPU-hour `prime train models` lists (times the gpu_count `train get`
+        reports), so the ledger never bills less than the platform would; {} where none is listed."""
+        try:
+            models = self.cli.json("train", "models", "-o", "json", timeout=120)
+        except (CLIError, ValueError, AttributeError):
+            return {}
+        prices = [float(o["price_per_gpu_hour"]) for o in models.get("on_demand") or []
+                  if isinstance(o, dict) and isinstance(o.get("price_per_gpu_hour"), (int, float))]
+        return {"pricePerGpuHour": max(prices), "rate_source": "listed"} if prices else {}
 
     def _dispatched(self, rec: dict, out: Path, log: Path, r: Any, resume_from: str | None) -> str:
         """The run id and placement a dispatch printed (`{"run": {runId, onDemand?, gpuType?,
@@ -336,49 +363,141 @@ class HostedRunner:
         on 0.15.x, a new submission with `--resume-from RUN` whose config's [resume] dir names
         that paused run's last checkpoint on the volume, so however the platform combines the
         two (api/training.py:702-703@0.18.0 leaves it to the server) the arm goes on from where
-        it paused and no step is trained, or billed, twice."""
+        it paused and no step is trained, or billed, twice. A continuation submitted before the
+        driver died is adopted, never submitted again; a pause that left no checkpoint is not
+        continued at all (_pause_lost)."""
         from packaging.version import Version
 
-        # a continuation submitted before the driver died, its id never recorded: adopt it
-        data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
-        known = [str(r["id"]) for r in data.get("runs") or [] if isinstance(r, dict)
-                 and r.get("name") == rec["name"] and str(r.get("id")) not in rec["run_ids"]]
-        if known:
-            rec["run_ids"].append(known[0])
-            rec["resumed_from"].append(paused)
-            runs = rec.setdefault("runs", {})   # its rate: the paused run's (same config and GPU type)
-            runs.setdefault(known[0], {"dispatched_at": now(),
-                                       "placement": (runs.get(paused) or {}).get("placement") or {}})
-            rec["status"] = None
-            write_record(out, rec)
-            say(log, f"found run {known[0]}, continuing paused run {paused}, submitted before a restart")
-            return known[0]
+        found = self._continuation(rec, paused)
+        if found:
+            return self._adopt_continuation(rec, out, log, paused, found, "submitted before a restart")
+        root, step = self._paused_checkpoint(rec, out, log, paused)
         if Version(self.cli_version) >= Version(TRAIN_RESUME_SINCE):
             args = ["train", "resume", paused, "--yes", "--output", "json"]
             for key in SECRETS:
                 if os.environ.get(key):
                     args += ["-e", key]
+            # recorded before the request: the platform names the new run as it likes, so a
+            # driver killed after it finds the continuation by what it is, not by its name
+            if paused not in rec.setdefault("resumes_sent", []):
+                rec["resumes_sent"].append(paused)
+                write_record(out, rec)
             r = self.cli.run(*args)
             faults.point("hosted:after-submit")
             if r.returncode != 0:
-                say(log, f"`prime train resume {paused}` failed: {error_text(r)}")
-                raise DriverError(f"[{rec['arm']}] `prime train resume {paused}` failed: "
-                                  f"{error_text(r)}; `driver resume` tries again")
+                return self._resume_failed(rec, out, log, paused, error_text(r))
             return self._dispatched(rec, out, log, r, paused)
-        files = self._listing(rec["volume"], paused)
-        root = run_root(files, paused)
-        steps = sorted(int(m.group(1)) for f in files if root and (m := re.match(
-            re.escape(root) + r"/checkpoints/step_(\d+)/", f)))
-        if not steps:
-            raise DriverError(f"[{rec['arm']}] paused run {paused} left no checkpoint on volume "
-                              f"{rec['volume']} ({self._holds(files)}); it cannot be continued. "
-                              "Retrain the arm: `driver resume` after removing its prime_out/")
         cfg = tomllib.loads(Path(rec["config"]).read_text())
-        cfg["resume"] = {"dir": f"{VOLUME_MOUNT}/{root}/checkpoints/step_{steps[-1]}"}
+        cfg["resume"] = {"dir": f"{VOLUME_MOUNT}/{root}/checkpoints/step_{step}"}
         path = Path(rec["config"]).with_name(Path(rec["config"]).stem + f"_resume_{paused}.toml")
         atomic_write_text(path, f"# {rec['arm']}: continues paused run {paused} from its last "
-                                f"checkpoint (step {steps[-1]})\n" + tomli_w.dumps(cfg))
+                                f"checkpoint (step {step})\n" + tomli_w.dumps(cfg))
         return self._submit(rec, out, log, resume_from=paused, config=str(path))
+
+    def _continuation(self, rec: dict, paused: str) -> str | None:
+        """A run continuing `paused` that the platform has made but this record does not hold:
+        one named as the launch (a --resume-from submission carries the config's name), else,
+        once a `train resume` of it was sent, the run that is its continuation whatever its name.
+        The CLI sends no name on resume (commands/rl.py:1882-1891@0.18.0; the name "lives on the
+        platform's RFTRun row, not the TOML", api/training.py:659@0.18.0), so that run is the
+        one `train list` shows with the paused run's config (the fields it prints per run:
+        base_model, environments, max_steps, batch_size, commands/rl.py:74-76@0.18.0) made after
+        the paused run. Two such runs: StillRunning, for either may be billing."""
+        data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
+        runs = [r for r in data.get("runs") or [] if isinstance(r, dict)]
+        fresh = [r for r in runs if str(r.get("id")) not in rec["run_ids"]]
+        named = [str(r["id"]) for r in fresh if r.get("name") == rec["name"]]
+        if named or paused not in rec.get("resumes_sent", []):
+            return named[0] if named else None
+        source = next((r for r in runs if str(r.get("id")) == paused), None) \
+            or self.cli.json("train", "get", paused, "-o", "json", timeout=120)["run"]
+        alike = [str(r["id"]) for r in fresh if self._continues(r, source)]
+        if len(alike) > 1:
+            raise StillRunning(
+                f"[{rec['arm']}] runs {', '.join(alike)} each look like the continuation of paused run "
+                f"{paused} (its config, made after it), and the platform names a continuation as it "
+                "likes: more than one may be billing. Stop the ones that are not this arm's (`prime "
+                "train stop RUN`), then `driver resume`; nothing else is submitted until then.")
+        return alike[0] if alike else None
+
+    @staticmethod
+    def _continues(run: dict, paused: dict) -> bool:
+        """`run` (as `train list` prints it) carries the paused run's config and was made after
+        it: what a continuation of it is ("reuses the paused run's config", commands/rl.py:1872
+        @0.18.0)."""
+        keys = ("base_model", "environments", "max_steps", "batch_size")
+        born, since = platform_time(run.get("created_at")), platform_time(paused.get("created_at"))
+        return bool(paused.get("base_model")) and all(run.get(k) == paused.get(k) for k in keys) \
+            and born is not None and since is not None and born > since
+
+    def _adopt_continuation(self, rec: dict, out: Path, log: Path, paused: str, run_id: str, how: str) -> str:
+        """Record a continuation of `paused` the platform made, as if its dispatch had answered."""
+        rec["run_ids"].append(run_id)
+        rec["resumed_from"].append(paused)
+        runs = rec.setdefault("runs", {})   # its rate: the paused run's (same config and GPU type)
+        runs.setdefault(run_id, {"dispatched_at": now(),
+                                 "placement": (runs.get(paused) or {}).get("placement") or {}})
+        rec["status"] = None
+        write_record(out, rec)
+        say(log, f"found run {run_id}, continuing paused run {paused}, {how}")
+        return run_id
+
+    def _resume_failed(self, rec: dict, out: Path, log: Path, paused: str, why: str) -> str:
+        """`train resume` exited non-zero. Like a create, a resume can time out, or meet a 5xx,
+        after the platform made the run (api/training.py:306-313@0.18.0 shares the create's
+        timeout): it is looked up before the failure is believed."""
+        say(log, f"`prime train resume {paused}` failed: {why}")
+        try:
+            found = self._continuation(rec, paused)
+        except (CLIError, ValueError, KeyError, TypeError) as e:
+            raise StillRunning(
+                f"[{rec['arm']}] `prime train resume {paused}` failed ({why}), and whether the platform made "
+                f"its continuation is unknown: `prime train list` failed ({e}). `driver resume` looks it "
+                "up again before submitting anything.") from None
+        if found:
+            return self._adopt_continuation(rec, out, log, paused, found, f"made though `prime train resume` failed ({why})")
+        raise DriverError(f"[{rec['arm']}] `prime train resume {paused}` failed: {why}; `driver resume` "
+                          "tries again")
+
+    def _paused_checkpoint(self, rec: dict, out: Path, log: Path, paused: str) -> tuple[str, int]:
+        """The paused run's last checkpoint on the volume: its root and step. A run's files show
+        once it has ended and may trail that (commands/volumes.py:1297@0.18.0), so the volume is
+        listed again with backoff, up to DRIVER_HOSTED_SYNC_WAIT_S, before the pause counts as
+        having left none (_pause_lost)."""
+        waited, pause, limit = 0.0, max(1.0, poll_floor_s()), sync_wait_s()
+        while True:
+            try:
+                files, why = self._listing(rec["volume"], paused), None
+            except (CLIError, ValueError, AttributeError) as e:
+                files, why = [], str(e)
+            root = run_root(files, paused)
+            steps = sorted(int(m.group(1)) for f in files if root and (m := re.match(
+                re.escape(root) + r"/checkpoints/step_(\d+)/", f)))
+            if root and steps:
+                return root, steps[-1]
+            if waited >= limit:
+                self._pause_lost(rec, out, log, paused, f"the listing failed ({why})" if why else self._holds(files))
+            step = min(pause, limit - waited)
+            clock.sleep(step)
+            waited, pause = waited + step, min(pause * 2, 120.0)
+
+    def _pause_lost(self, rec: dict, out: Path, log: Path, paused: str, held: str) -> None:
+        """A pause that left no checkpoint (the platform's call; the CLI says only that a run is
+        paused "at a checkpoint", commands/rl.py:1818@0.18.0). `train resume` would run the
+        paused run's stored config ("from its stored config", api/training.py:306-309@0.18.0),
+        i.e. from the arm's start, dispatched and read back as if it continued: the steps before
+        the pause trained and billed twice, unsaid. Instead the launch ends failed, its cost (the
+        lost steps) in the ledger and said, and `driver resume` trains the arm again from its
+        start, as after any failed run."""
+        reached = self._latest_step(paused)
+        detail = (f"paused run {paused} left no checkpoint on volume {rec['volume']} ({held}), so it cannot "
+                  f"be continued: the steps it trained{f' (to step {reached})' if reached else ''} are "
+                  "lost, and billed (their cost is in the ledger)")
+        say(log, detail)
+        self._settle(rec, out, log, 1, detail)
+        raise DriverError(f"[{rec['arm']}] {detail}. `prime train resume` would run its stored config again "
+                          "from the arm's start as if it continued, so it is not resumed: `driver resume` "
+                          "trains the arm again from its start.")
 
     def _by_name(self, name: str) -> str | None:
         data = self.cli.json("train", "list", "-n", "100", "-o", "json", timeout=120)
@@ -409,17 +528,62 @@ class HostedRunner:
                               "`driver resume` downloads it again")
         os.replace(tmp, local)
 
-    def _roots(self, rec: dict) -> tuple[dict[str, tuple[str, list[str]]], list[str]]:
-        """Each run of the launch: its prime-rl run dir R on the volume, found in the listing
-        (where inside runs/<runId>/ the platform puts it, the CLI does not say), and its files;
-        and the last run's listing."""
-        out, files = {}, []
+    def _roots(self, rec: dict) -> tuple[dict[str, tuple[dict[str, str], list[str]]], list[str], str | None]:
+        """Each run of the launch: where its prime-rl trees are on the volume, by kind (rollouts,
+        checkpoints, broadcasts: where inside runs/<runId>/ the platform puts each, the CLI does
+        not say), and its files; the last run's listing; and why a listing failed (an empty
+        prefix exits 1 while the volume trails the run's end), or None."""
+        out, files, why = {}, [], None
         for run_id in rec["run_ids"]:
-            files = self._listing(rec["volume"], run_id)
-            root = run_root(files, run_id)
-            if root is not None:
-                out[run_id] = (root, files)
-        return out, files
+            try:
+                files = self._listing(rec["volume"], run_id)
+            except (CLIError, ValueError, AttributeError) as e:
+                files, why = [], str(e)
+                continue
+            roots = run_roots(files, run_id)
+            if roots:
+                out[run_id] = (roots, files)
+        return out, files, why
+
+    def _missing(self, rec: dict, tp: TrainerProcess, roots: dict) -> list[str]:
+        """What the launch must leave on the volume that its listings do not hold yet: a training
+        run's final checkpoint trees (every later arm forks them), an eval run's eval traces."""
+        if rec["kind"] != "train":
+            return [] if _eval_traces(roots) else ["rollouts/step_N/eval/all/traces.jsonl"]
+        want = [t.relative_to(Path(tp.output_dir) / RUN_NAME).as_posix()
+                for t in _LAYOUT.checkpoint_trees(Path(tp.output_dir), tp.final_step or 0)]
+        return [rel for rel in want if not any(_tree(r, files, rel) for r, files in roots.values())]
+
+    def _await_outputs(self, rec: dict, tp: TrainerProcess, log: Path) -> dict:
+        """The launch's trees once the volume holds what it must: the CLI promises a run's files
+        only "once it ends" (commands/volumes.py:1297@0.18.0), so a listing taken at the first
+        COMPLETED poll may be empty (exit 1) or partial. Re-listed with backoff, up to
+        DRIVER_HOSTED_SYNC_WAIT_S; past that the run stays unsettled (billed, never retrained)
+        and the driver stops: `driver resume` lists it again."""
+        waited, pause, limit = 0.0, max(1.0, poll_floor_s()), sync_wait_s()
+        while True:
+            roots, listed, why = self._roots(rec)
+            missing = self._missing(rec, tp, roots)
+            if not missing:
+                if waited:
+                    say(log, f"the volume holds the run's outputs {waited:.0f}s after it ended")
+                return roots
+            if waited >= limit:
+                run_id = rec["run_ids"][-1]
+                held = f"the listing failed ({why})" if why and not listed else f"it holds {self._holds(listed)}"
+                say(log, f"run {run_id} completed, but {waited:.0f}s later volume {rec['volume']} still "
+                         f"lacks {', '.join(missing)}; {held}")
+                raise StillRunning(
+                    f"[{rec['arm']}] hosted run {run_id} completed and is billed, but after {waited:.0f}s of "
+                    f"re-listing volume {rec['volume']} still lacks {', '.join(missing)} under runs/{run_id}/ "
+                    f"({held}). Nothing is retrained: `driver resume` lists it again (check it with "
+                    f"`prime volumes ls {rec['volume']} runs/{run_id}/ -R`; DRIVER_HOSTED_SYNC_WAIT_S sets "
+                    "the wait).")
+            step = min(pause, limit - waited)
+            say(log, f"the volume does not hold {', '.join(missing)} yet; listing again in {step:.0f}s")
+            clock.sleep(step)
+            waited += step
+            pause = min(pause * 2, 120.0)
 
     @staticmethod
     def _holds(files: list[str]) -> str:
@@ -431,16 +595,14 @@ class HostedRunner:
 
     def _completed(self, rec: dict, out: Path, log: Path, tp: TrainerProcess, eval_file: Path,
                    expected_rows: int) -> PollResult:
-        roots, listed = self._roots(rec)
-        if not roots:
-            held = self._holds(listed)
-            say(log, f"the run left no prime-rl run directory on volume {rec['volume']}; "
-                     f"runs/{rec['run_ids'][-1]}/ holds {held}")
-            return self._settle(rec, out, log, 1, f"hosted run {rec['run_ids'][-1]} completed but left "
-                                f"no rollouts or checkpoints (rollouts|checkpoints|broadcasts/step_N/) "
-                                f"under runs/{rec['run_ids'][-1]}/ on volume {rec['volume']}; it holds "
-                                f"{held}")
-        rec["root"] = roots[max(roots, key=rec["run_ids"].index)][0]
+        # the run has ended: its bill goes into the ledger before anything is read back, so a
+        # download that fails, a volume that trails, or a driver killed meanwhile never leaves a
+        # billed run out of cost.json (the settle below writes the same entry again)
+        self._record_bill(rec, out, log, "completed")
+        roots = self._await_outputs(rec, tp, log)
+        last = max(roots, key=rec["run_ids"].index)
+        rec["roots"] = roots[last][0]
+        rec["root"] = rec["roots"].get("checkpoints") or min(rec["roots"].values(), key=len)
         write_record(out, rec)
         faults.point("hosted:before-download")
         if rec["kind"] == "train":
@@ -452,37 +614,40 @@ class HostedRunner:
         return self._settle(rec, out, log, 0, "", rows)
 
     def _download_train(self, rec: dict, out: Path, tp: TrainerProcess,
-                        roots: dict[str, tuple[str, list[str]]], log: Path) -> None:
+                        roots: dict[str, tuple[dict[str, str], list[str]]], log: Path) -> None:
         """The train rollouts of every new step (the teacher's evidence, the train reward) and,
-        for the final step's checkpoint trees, where they are on the volume."""
+        for the final step's checkpoint trees, where they are on the volume. Each is looked up
+        under whichever root of the run's tree holds its kind, a later run of the chain first."""
         final = tp.final_step or 0
-        order = sorted(roots, key=rec["run_ids"].index)   # a later run of the chain wins
+        order = sorted(roots, key=rec["run_ids"].index, reverse=True)   # a later run of the chain wins
+        absent = []
         for step in _LAYOUT.launch_train_steps(tp.start_step, final):   # rl_contract's window
             rel = _LAYOUT.train_file(Path(), step).relative_to(_LAYOUT.run_dir(Path())).as_posix()
-            src = next((f"{roots[r][0]}/{rel}" for r in reversed(order)
-                        if f"{roots[r][0]}/{rel}" in roots[r][1]), None)
+            src = next((f for r in order if (f := _file(*roots[r], rel))), None)
             local = _LAYOUT.train_file(out, step)
             if src and not local.exists():
                 self._get(rec["volume"], src, local)
+            elif not src and not local.exists():
+                absent.append(step)
         for tree in _LAYOUT.checkpoint_trees(out, final):
             rel = tree.relative_to(Path(out) / RUN_NAME).as_posix()
-            for r in reversed(order):
-                root, files = roots[r]
-                inside = [f for f in files if f.startswith(f"{root}/{rel}/")]
-                if inside:
+            for r in order:
+                found = _tree(*roots[r], rel)
+                if found:
+                    path, inside = found
                     tree.mkdir(parents=True, exist_ok=True)
-                    atomic_write_json(tree / REMOTE, {"volume": rec["volume"], "path": f"{root}/{rel}",
-                                                      "run_id": r, "files": len(inside),
-                                                      "get": f"prime volumes get {rec['volume']} {root}/{rel}"})
+                    atomic_write_json(tree / REMOTE, {"volume": rec["volume"], "path": path,
+                                                      "run_id": r, "files": inside,
+                                                      "get": f"prime volumes get {rec['volume']} {path}"})
                     break
-        say(log, f"read back {final - tp.start_step} steps of train rollouts; the final "
-                 f"checkpoint stays on volume {rec['volume']} under {rec['root']}")
+        say(log, f"read back {final - tp.start_step - len(absent)} steps of train rollouts" +
+            (f" (steps {', '.join(map(str, absent))} left none on the volume)" if absent else "") +
+            f"; the final checkpoint stays on volume {rec['volume']} under {rec['root']}")
 
     def _download_eval(self, rec: dict, eval_file: Path,
-                       roots: dict[str, tuple[str, list[str]]]) -> int:
+                       roots: dict[str, tuple[dict[str, str], list[str]]]) -> int:
         """The startup eval of the eval run, cut to its numbers as it is read."""
-        found = sorted((int(m.group(1)), f) for r in roots for f in roots[r][1]
-                       if (m := re.fullmatch(re.escape(roots[r][0]) + r"/rollouts/step_(\d+)/eval/all/traces\.jsonl", f)))
+        found = _eval_traces(roots)
         if not found:
             return 0
         tmp = eval_file.with_name(eval_file.name + ".remote")
@@ -504,9 +669,7 @@ class HostedRunner:
 
     def _settle(self, rec: dict, out: Path, log: Path, rc: int, detail: str, rows: int = 0) -> PollResult:
         """The launch has ended: its cost into the ledger, its exit status beside its log."""
-        views = [self._bill(rec, run_id, log) for run_id in rec["run_ids"]]
-        entry = ledger_entry(rec, views, "completed" if rc == 0 else "failed")
-        record_cost(run_dir_of(out), rec["name"], entry)
+        entry = self._record_bill(rec, out, log, "completed" if rc == 0 else "failed")
         rec.update(settled=True, outcome=detail or "completed", cost_usd=entry["cost_usd"])
         write_record(out, rec)
         atomic_write_text(rc_path(log), f"{rc}\n")
@@ -517,6 +680,14 @@ class HostedRunner:
             "; `prime train usage`: " +
             (f"${entry['usage_usd']:.4f})" if entry["usage_usd"] is not None else "unavailable)"))
         return PollResult("done" if rc == 0 else "failed", rc, rows, detail)
+
+    def _record_bill(self, rec: dict, out: Path, log: Path, outcome: str) -> dict:
+        """Every run of the launch billed into the ledger under the launch's name (written again,
+        not added, each time: a launch has one entry)."""
+        views = [self._bill(rec, run_id, log) for run_id in rec["run_ids"]]
+        entry = ledger_entry(rec, views, outcome)
+        record_cost(run_dir_of(out), rec["name"], entry)
+        return entry
 
     def _bill(self, rec: dict, run_id: str, log: Path) -> dict:
         """One run's cost, both ways: its billed time (from when it ran to when it ended, the
@@ -573,6 +744,8 @@ def run_bill(seen: dict, usage: float | None, settled_at: float | None = None) -
     rate = placement.get("estimatedCostPerHour")
     per_gpu = placement.get("pricePerGpuHour")
     gpus = seen.get("gpu_count") or (round(rate / per_gpu) if rate and per_gpu else None)
+    if rate is None and per_gpu and gpus:   # an adopted run: the listed price, per GPU it held
+        rate = float(per_gpu) * int(gpus)
     return {"billed_s": round(seconds, 3), "gpu_count": gpus,
             "gpu_hours": round(seconds / 3600 * (gpus or 0), 6),
             "rate_per_hour": rate,
@@ -594,15 +767,48 @@ def ledger_entry(rec: dict, views: list[dict], outcome: str) -> dict:
     return entry
 
 
+_KINDS = ("rollouts", "checkpoints", "broadcasts")
+
+
+def run_roots(files: list[str], run_id: str) -> dict[str, str]:
+    """Where each of prime-rl's trees is inside runs/<run_id>/, read from the listing: for each
+    kind (rollouts/, checkpoints/, broadcasts/), the shortest directory holding `<kind>/step_N/`.
+    The CLI says only that outputs go under runs/<runId>/ (commands/rl.py:1139-1155@0.18.0): R
+    may be runs/<id>/ itself (the platform's volume docs list checkpoints/step_N/ there), a
+    directory below it, or split (checkpoints written to a `ckpt` output dir of their own)."""
+    pat = re.compile(rf"^(runs/{re.escape(run_id)}(?:/[^/]+)*?)/({'|'.join(_KINDS)})/step_\d+/")
+    found: dict[str, str] = {}
+    for f in files:
+        if (m := pat.match(f)) and (m.group(2) not in found or len(m.group(1)) < len(found[m.group(2)])):
+            found[m.group(2)] = m.group(1)
+    return found
+
+
 def run_root(files: list[str], run_id: str) -> str | None:
-    """prime-rl's run directory R inside runs/<run_id>/, read from the listing: the directory
-    that holds rollouts/, checkpoints/ or broadcasts/step_N/. The CLI says only that outputs go
-    under runs/<runId>/ (commands/rl.py:1139-1155@0.18.0); R may be runs/<id>/ itself (as the
-    platform's volume docs list checkpoints/step_N/ there) or a directory below it."""
-    pat = re.compile(rf"^(runs/{re.escape(run_id)}(?:/[^/]+)*?)/"
-                     r"(?:rollouts|checkpoints|broadcasts)/step_\d+/")
-    roots = {m.group(1) for f in files if (m := pat.match(f))}
-    return min(roots, key=len) if roots else None
+    """The run's checkpoint root (where a paused run's checkpoints/step_N/ are), else its
+    shortest root."""
+    roots = run_roots(files, run_id)
+    return roots.get("checkpoints") or (min(roots.values(), key=len) if roots else None)
+
+
+def _file(roots: dict[str, str], files: list[str], rel: str) -> str | None:
+    """The listed path of `rel` (a path inside prime-rl's run dir) under the root of its kind."""
+    root = roots.get(rel.split("/", 1)[0])
+    return f"{root}/{rel}" if root and f"{root}/{rel}" in files else None
+
+
+def _tree(roots: dict[str, str], files: list[str], rel: str) -> tuple[str, int] | None:
+    """The listed path of the tree `rel` under the root of its kind, and how many files it holds."""
+    root = roots.get(rel.split("/", 1)[0])
+    inside = sum(1 for f in files if root and f.startswith(f"{root}/{rel}/"))
+    return (f"{root}/{rel}", inside) if inside else None
+
+
+def _eval_traces(roots: dict) -> list[tuple[int, str]]:
+    """The eval traces the launch's runs left (rollouts/step_N/eval/all/traces.jsonl), by step."""
+    return sorted((int(m.group(1)), f) for r, (kinds, files) in roots.items() if "rollouts" in kinds
+                  for f in files if (m := re.fullmatch(
+                      re.escape(kinds["rollouts"]) + r"/rollouts/step_(\d+)/eval/all/traces\.jsonl", f)))
 
 
 def platform_reason(run: dict) -> str:

@@ -66,6 +66,7 @@ def train_config(args: list[str], run_dir: Path, state: RunState, log: Path) -> 
     if fork:
         cfg["resume"]["dir"] = volume_path(run_dir, Path(fork))
     _to_hub_ids(cfg, hub_refs(run_dir, state))
+    declare_hub_env(cfg, state)
     if "wandb" in (cfg.get("monitors") or {}) and not os.environ.get("WANDB_API_KEY"):
         # the run would log to W&B with no key (a hosted run sees only the secrets passed to it)
         del cfg["monitors"]["wandb"]
@@ -73,6 +74,35 @@ def train_config(args: list[str], run_dir: Path, state: RunState, log: Path) -> 
             del cfg["monitors"]
         say(log, "[monitors.wandb] left out: WANDB_API_KEY is not set here")
     return cfg
+
+
+HUB_INSTALL_SOURCE = "hub_env_installed"
+
+
+def declare_hub_env(cfg: dict, state: RunState) -> None:
+    """The hub env named by its Hub id (--hub-id) among the run's tasksets, which the platform
+    installs from the Environments Hub: a generated env loads it by id and declares no
+    requirement for it (a bare distribution name resolves from the public index, where it is
+    missing or someone else's: the CLI's installer reads PyPI plus the env's own index only,
+    commands/env.py:2968-2981,3044-3060@0.18.0). Where no source names it, it is an eval source
+    that never runs (the eval's interval past the run's steps, no startup eval); an eval the
+    config already has gets it as one more source, of one example."""
+    if not state.hub_id:
+        return
+    orch = cfg.setdefault("orchestrator", {})
+    named = [((b.get("env") or {}).get("taskset") or {}).get("id") for part in ("train", "eval")
+             for b in (orch.get(part) or {}).get("source") or [] if isinstance(b, dict)]
+    if any(isinstance(t, str) and t.split("@")[0] == state.hub_id for t in named):
+        return
+    from driver.dialects.current import NULL_AGENT
+
+    block = {"name": HUB_INSTALL_SOURCE, "num_examples": 1, "group_size": 1,
+             "env": {"taskset": {"id": state.hub_id}, "agent": NULL_AGENT}}
+    ev = orch.get("eval")
+    if isinstance(ev, dict) and ev.get("source"):
+        ev["source"].append(block)
+    else:
+        orch["eval"] = {"source": [block], "interval": EVAL_INTERVAL, "skip_first_step": True}
 
 
 def eval_config(args: list[str], run_dir: Path, state: RunState) -> dict:
