@@ -87,6 +87,8 @@ unset, with the project's snapshot of those classes (each check is logged to
 HOME/schema_checks.jsonl);
 PRIME_DOUBLE_FAIL=NAME_PART:MESSAGE fails such a run with that error message before it trains;
 PRIME_DOUBLE_GET_FAIL=NAME_PART makes `train get` of such a run fail (a 5xx) while it runs on;
+PRIME_DOUBLE_LIST_FAIL=NAME_PART makes `train list` fail (a 5xx) once a run whose name contains
+NAME_PART exists;
 PRIME_DOUBLE_PUSH_UNFINALIZED=NAME_PART: the first `env push` of such an env registers its
 content hash and fails at its finalize (then "already exists", never listed);
 PRIME_DOUBLE_STEP_SECONDS=NAME_PART:S gives such a run's steps S seconds each (the trainer
@@ -398,6 +400,11 @@ def cmd_list(a) -> None:
         fail("Error: --num and --page must be at least 1")
     require_auth()
     recs = [json.loads(p.read_text()) for p in (home() / "runs").glob("*.json")]
+    part = os.environ.get("PRIME_DOUBLE_LIST_FAIL")
+    if part and any(part in (r.get("name") or "") for r in recs):
+        # a 5xx on the list read (core/client.py:192-198@0.18.0 raises APIError; the command
+        # prints it and exits 1): whether the platform answers is its own
+        fail("Error: HTTP 503: Service Unavailable")
     recs.sort(key=lambda r: r["created_at"], reverse=True)
     page = recs[(a.page - 1) * a.num: a.page * a.num]
     if a.output == "json":

@@ -216,8 +216,12 @@ def test_the_summary_says_the_eval_split_played_no_part_in_choosing(reference):
 
 def test_the_summary_compares_the_best_iteration_with_control_c(reference):
     _, run_dir, _ = reference
-    _, best, _, summary = outcome(run_dir)
+    metrics, best, _, summary = outcome(run_dir)
     assert f"iter_{best['best_iter']} (best) vs run_c (untargeted rows" in summary
+    # beside it, the run's own noise: run A against the iteration it replays
+    noise = metrics["replay_noise"]
+    assert noise["measured"] and noise["replayed"] == f"iter_{best['best_iter']}"
+    assert f"Replay noise: run_a (iter_{best['best_iter']}'s rows trained again" in summary
 
 
 def test_stdout_prints_the_summary_table(reference):

@@ -275,6 +275,7 @@ def test_a_lost_control_is_stopped_by_id_before_the_next_is_submitted_and_its_co
     assert any("run_b" in e and f"lost track of hosted run {lost['id']}" in e for e in errors), errors
 
 
+@pytest.mark.extended   # a whole two-iteration loop with its controls (about 35 s)
 def test_the_cost_cap_is_checked_before_every_submission_and_a_control_past_it_is_never_submitted(tmp_path):
     """--max-cost is the whole run's, the controls included. --max-iters 2 ends the loop; the
     controls then start in turn while their estimates fit. iter_1's probe, unknown when the gate
@@ -723,7 +724,7 @@ def test_sigkill_anywhere_on_the_hosted_backend_never_submits_a_second_run(refer
                       "stock_arithmetic_run_b": 1, "stock_arithmetic_run_c": 1}
 
 
-@pytest.mark.parametrize("pause", [None, "-iter_0-train-:2"])
+@pytest.mark.parametrize("pause", [None, pytest.param("-iter_0-train-:2", marks=pytest.mark.extended)])
 def test_time_in_the_queue_is_shown_and_never_counted_against_the_start_up_limit(tmp_path, runs, pause):
     """A run may queue (commands/rl.py:1456@0.18.0): each of this run's launches waits 4 s in the
     queue against a 2-s --startup-timeout, and (second case) iter_0's training is paused at step
@@ -746,6 +747,22 @@ def test_time_in_the_queue_is_shown_and_never_counted_against_the_start_up_limit
         assert (paused["status"], continued["status"]) == ("PAUSED", "COMPLETED")
         assert submissions(tmp_path)[("iter_0", "train")] == 2
 
+
+def test_a_run_queued_past_its_own_limit_is_stopped_and_resume_submits_it_again(tmp_path, runs):
+    """The queue has its own limit (--queue-timeout), never the start-up one: iter_0's training
+    run waits 6 s queued against a 2-s --queue-timeout (and a 60-s --startup-timeout), so it is
+    stopped while queued and the arm fails saying so; `driver resume --queue-timeout 1m` submits
+    it again and the run finishes."""
+    r = driver([*SHORT, "--queue-timeout", "2s", "--startup-timeout", "60s", "--runs-dir", str(runs)],
+               hosted_env(tmp_path, PRIME_DOUBLE_QUEUE_S="6"))
+    assert r.returncode == 1
+    assert "still queued after 2s (--queue-timeout)" in r.stderr, r.stderr[-2000:]
+    run_dir = run_dir_from(r.stdout)
+    (stopped,) = [p for p in platform_runs(tmp_path) if "-iter_0-train-" in p["name"]]
+    assert stopped["status"] == "STOPPED" and not stopped.get("started_at")
+    r = driver(["resume", str(run_dir), "--queue-timeout", "1m"], hosted_env(tmp_path, PRIME_DOUBLE_QUEUE_S="6"))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert submissions(tmp_path)[("iter_0", "train")] == 2
 
 def test_a_create_that_times_out_after_the_run_exists_leaves_one_run_tracked_and_billed(tmp_path, runs):
     """`prime train` exits 1 with "Request timed out" after the platform made iter_0's training

@@ -182,7 +182,9 @@ def test_an_unconfirmed_stop_of_a_lost_control_ends_the_driver_before_the_next_c
     try:
         assert r.returncode == 1, r.stderr[-3000:]
         run_dir = run_dir_from(r.stdout)
-        [lost] = named(tmp_path, arm)
+        found = named(tmp_path, arm)
+        assert len(found) == 1, r.stderr[-3000:]
+        lost = found[0]
         assert get_run(tmp_path, lost["id"])["status"] == "RUNNING"
         assert f"`prime train stop {lost['id']} -f` did not confirm the run stopped" in r.stderr
         assert "no other run is submitted until then" in r.stderr
@@ -197,6 +199,31 @@ def test_an_unconfirmed_stop_of_a_lost_control_ends_the_driver_before_the_next_c
             if run["status"] == "RUNNING":
                 prime(tmp_path, "train", "stop", run["id"], "-f")
 
+
+
+@pytest.mark.extended   # a whole hosted loop, then its resume
+def test_a_control_whose_submission_times_out_unseen_stops_the_loop_and_resume_adopts_it(tmp_path, runs):
+    """run_a's `prime train` exits 1 with the CLI's create timeout after the platform made the
+    run, and `train list` then fails: whether run_a runs (and bills) is unknown, so the controls
+    phase must not submit run_b or run_c beside it (before, the failure was recorded as a failed
+    control and the next one submitted). `driver resume` finds run_a by its name, tracks it as
+    the control's one run, and finishes the loop."""
+    arm = "-run_a_best_from_iter0-train-"
+    r = driver([*TWO_ITERS, "--runs-dir", str(runs)],
+               hosted_env(tmp_path, PRIME_DOUBLE_CREATE_TIMEOUT=f"{arm}:1", PRIME_DOUBLE_LIST_FAIL=arm))
+    assert r.returncode == 1, r.stderr[-3000:]
+    run_dir = run_dir_from(r.stdout)
+    assert "whether the platform made run" in " ".join(r.stderr.split()), r.stderr[-3000:]
+    assert len(named(tmp_path, arm)) == 1
+    assert not named(tmp_path, "-run_b_") and not named(tmp_path, "-run_c_")
+    record = json.loads((run_dir / "run_a_best_from_iter0" / "prime_out" / ".hosted.json").read_text())
+    assert record["settled"] is False and record["run_ids"] == []
+    r = driver(["resume", str(run_dir)], hosted_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert len(named(tmp_path, arm)) == 1   # adopted, never submitted again
+    assert named(tmp_path, "-run_b_") and named(tmp_path, "-run_c_")
+    (adopted,) = [e for e in ledger(run_dir).values() if e["arm"] == "run_a_best_from_iter0" and e["kind"] == "train"]
+    assert adopted["run_ids"] == [named(tmp_path, arm)[0]["id"]] and adopted["cost_usd"] > 0
 
 # --------------------------------------------------------------------------------------------
 # 2. a continuation the platform names as it likes
@@ -226,7 +253,7 @@ def test_the_double_names_a_continuation_as_the_platform_chooses(tmp_path, name)
     assert by_id[continuation]["volume_name"] is None and get_run(tmp_path, paused)["volume_name"] == "v"
 
 
-@pytest.mark.parametrize("name", ["new", pytest.param("keep", marks=pytest.mark.extended)])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.extended) for n in ("new", "keep")])
 def test_a_continuation_renamed_by_the_platform_is_adopted_after_a_kill_not_submitted_again(tmp_path, runs, name):
     """iter_0's training run is paused at step 2; the driver is SIGKILLed right after `prime train
     resume` answered, before it recorded the new run. The platform named that run as it chose

@@ -265,7 +265,7 @@ def _launch_and_wait(ctx: Ctx, label: str, command: Command, prepare, out: Path,
         faults.point("train:poll")
         printer.show(rows)
 
-    limits = process.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s)
+    limits = process.Limits(st.startup_timeout_s, st.stall_timeout_s, st.eval_timeout_s, st.queue_timeout_s)
     res = runner.poll(tp, log, eval_file, expected, limits=limits, steps=final - start,
                       progress=lambda: len(ctx.dialect.train_steps(out, start, final)),
                       growing=lambda: ctx.dialect.progress_files(out, start, final),

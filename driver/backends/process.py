@@ -35,6 +35,7 @@ class Limits:
     startup_s: float   # launch -> its first new train step
     stall_s: float     # between two new train steps
     eval_s: float      # after the last step (or from launch, for an eval-only launch) -> done
+    queue_s: float = float("inf")   # a hosted run waiting in the platform's queue (unbilled)
 
     def cap_s(self, steps: int) -> float:
         """The longest a healthy launch of `steps` new steps can take under these limits: the

@@ -24,7 +24,7 @@ NAME = "resume"
 _FLAGS: dict[str, str] = {}
 LIMITS = ("budget_seconds", "max_iters")
 # how long an arm may be silent: a resume may lengthen (or shorten) them for the arms to come
-TIMEOUTS = ("startup_timeout_s", "stall_timeout_s", "eval_timeout_s")
+TIMEOUTS = ("startup_timeout_s", "stall_timeout_s", "eval_timeout_s", "queue_timeout_s")
 # flags a user may reach for that no resume can honour: each is refused, naming what works
 REFUSED = ("--model",)
 
@@ -245,8 +245,9 @@ def extend(ctx, limits: dict, reopen: bool) -> None:
             if moved is not None:
                 set_aside.append(moved.name)
         m = ctx.rd.load_metrics()
-        if m["controls"]:   # each set-aside directory keeps its eval_summary.json
+        if m["controls"] or "replay_noise" in m:   # each set-aside directory keeps its eval_summary.json
             m["controls"] = []
+            m.pop("replay_noise", None)   # run A's figure: finalize writes it again at the new end
             atomic_write_json(ctx.rd.metrics_json, m)
     old = {k: getattr(ctx.state, k) for k in limits}
     ctx.limits_changed(limits, reopen, set_aside)

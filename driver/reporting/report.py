@@ -72,6 +72,12 @@ def _weakness_diffs(ctx: Ctx, m: dict) -> list[str]:
     return (["", "## Did the named weaknesses shrink? (train rollouts only)"] + out) if out else []
 
 
+def _replay_noise_lines(noise: dict) -> list[str]:
+    """The run's own noise (summary.replay_noise) under its own heading: the yardstick every
+    lift in the table is read against."""
+    return ["## Replay noise", "", summary.noise_sentence(noise), ""]
+
+
 def write(ctx: Ctx) -> Path:
     rows = summary.summary_rows(ctx)
     rd = ctx.rd.path
@@ -91,6 +97,7 @@ def write(ctx: Ctx) -> Path:
              + (f" · loop ended: {st.loop_end}" if st.loop_end else ""),
              f"- wall time {((st.end_ts or 0) - st.start_ts) / 60:.1f} min" if st.end_ts else "- still running",
              "", "## Summary", "", "```", summary.summary_text(ctx, rows), "```", "",
+             *_replay_noise_lines(summary.replay_noise(ctx, rows)),
              "![eval accuracy](eval_accuracy.png)", "", "![train reward](train_reward.png)", ""]
     for r in rows:
         v = r.get("vs_iter0_by_population") or {}

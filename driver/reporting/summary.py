@@ -141,6 +141,106 @@ def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
     return {"arm": choice, "why": why}
 
 
+REPLAY = "run_a"   # the control that trains the best iteration's own rows again, from iter_0
+
+
+def noise_figure(replayed: dict[str, int], replay: dict[str, int]) -> dict:
+    """The replay's paired difference from the iteration it replays (replay - replayed), on the
+    eval examples both answered: exact McNemar p, Newcombe 95% interval (driver.analysis.stats).
+    Both arms trained on the same rows from the same checkpoint under one config, so whatever
+    separates them is the setting's arm-to-arm noise."""
+    v = stats.paired(replayed, replay)
+    if not v.get("n"):
+        return {"n": 0}
+    return {"n": v["n"], "difference": v["lift"], "difference_ci": v["lift_ci"],
+            "p_value": v["p_value"], "gained": v["gained"], "lost": v["lost"]}
+
+
+def lift_against_noise(lift: dict, difference: float) -> str:
+    """Does a lift exceed the replay noise? One honest, simple rule: `beyond` when the lift's 95%
+    interval lies wholly outside the band +-|difference| (so even the interval's near end is further
+    from zero than the replay moved); `larger` when its point estimate is outside the band but its
+    interval reaches into it; `within` when the point estimate is inside the band. One replay is
+    one sample of the noise, not its spread, so `beyond` is no more than "beyond this sample"."""
+    band = abs(difference)
+    lo, hi = lift["lift_ci"]
+    if lo > band or hi < -band:
+        return "beyond"
+    return "larger" if abs(lift["lift"]) > band else "within"
+
+
+def _unmeasured(why: str) -> dict:
+    return {"measured": False, "why": why}
+
+
+def _why_no_replay(ctx: Ctx) -> str:
+    """Run A's skip or failure as run.json's phase4_errors records it, else that it has no
+    evaluation (a run still in its loop)."""
+    why = next((e.split(": ", 1)[1] for e in ctx.state.phase4_errors if e.startswith(f"{REPLAY}: ")), None)
+    if why is None:
+        return f"{REPLAY} has no evaluation"
+    if why.startswith(table.SKIPPED):
+        return f"{REPLAY} was skipped: {why[len(table.SKIPPED):]}"
+    return f"{REPLAY} failed: {why}"
+
+
+def replay_noise(ctx: Ctx, rows: list[dict]) -> dict:
+    """The run's own noise, for the summary, report.md, metrics.json and bench/lift.py: run A
+    against the iteration it replays (noise_figure), and the best iteration's lift over iter_0
+    judged against it (lift_against_noise). {"measured": False, "why"} where run A did not run,
+    or its difference cannot be paired."""
+    entry = next((c for c in ctx.rd.load_metrics()["controls"] if c.get("run") == REPLAY), None)
+    if entry is None or entry.get("eval_acc") is None:
+        return _unmeasured(_why_no_replay(ctx))
+    replayed = f"iter_{entry['best_iter']}" if entry.get("best_iter") else None
+    replay_s = arm_summary(ctx, REPLAY) or {}
+    replayed_s = (arm_summary(ctx, replayed) if replayed else None) or {}
+    if not replay_s.get("correct_by_example") or not replayed_s.get("correct_by_example"):
+        return _unmeasured(f"{REPLAY} or the iteration it replays has no per-example record")
+    if not comparable(replayed_s, replay_s):
+        return _unmeasured(f"{REPLAY} was measured under another eval setting than {replayed}")
+    figure = noise_figure(replayed_s["correct_by_example"], replay_s["correct_by_example"])
+    if not figure["n"]:
+        return _unmeasured(f"{REPLAY} and {replayed} answered no eval example in common")
+    noise = {"measured": True, "replay": REPLAY, "replayed": replayed, **figure}
+    best = next((r for r in rows if r["best"]), None)
+    if best is not None and (best.get("vs_iter0") or {}).get("n"):
+        noise["best"] = best["arm"]
+        noise["best_lift"] = best["vs_iter0"]["lift"]
+        noise["best_lift_ci"] = best["vs_iter0"]["lift_ci"]
+        noise["lift_vs_noise"] = lift_against_noise(best["vs_iter0"], figure["difference"])
+    return noise
+
+
+def _points(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def noise_sentence(noise: dict) -> str:
+    """The replay noise, and whether the best iteration's lift over iter_0 exceeds it, in plain
+    words (the rule: lift_against_noise)."""
+    if not noise.get("measured"):
+        return (f"Replay noise: unmeasured ({noise.get('why', 'no replay')}), so whether the best "
+                "iteration's lift over iter_0 exceeds this setting's arm-to-arm noise is unknown.")
+    d, (lo, hi) = noise["difference"], noise["difference_ci"]
+    band = f"{100 * abs(d):.1f}"
+    text = (f"Replay noise: {noise['replay']} ({noise['replayed']}'s rows trained again from iter_0, "
+            f"same config) differs from {noise['replayed']} by {_points(d)} [{_points(lo)}, "
+            f"{_points(hi)}] points (McNemar p {noise['p_value']:.3g}, n = {noise['n']}), one sample of "
+            "this setting's arm-to-arm noise.")
+    if "lift_vs_noise" not in noise:
+        return text + " No best iteration's lift over iter_0 was measured to set beside it."
+    lift = (f"{noise['best']}'s lift over iter_0, {_points(noise['best_lift'])} "
+            f"[{_points(noise['best_lift_ci'][0])}, {_points(noise['best_lift_ci'][1])}],")
+    verdict = {
+        "beyond": f"exceeds it: its 95% interval lies wholly outside +-{band}",
+        "larger": f"is larger than it (|{_points(noise['best_lift'])}| > {band}) but its 95% "
+                  f"interval reaches into +-{band}, so it does not clearly exceed it",
+        "within": f"does not exceed it (|{_points(noise['best_lift'])}| <= {band})",
+    }[noise["lift_vs_noise"]]
+    return f"{text} {lift} {verdict}."
+
+
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
@@ -152,7 +252,8 @@ def _lift(v: dict | None) -> tuple[str, str, str]:
             f"{v['p_value']:.3g}", "yes" if v["significant"] else "no")
 
 
-def table_text(rows: list[dict]) -> str:
+def table_text(rows: list[dict], noise: dict | None = None) -> str:
+    """The table and its sentences; `noise` (replay_noise) adds the replay-noise sentence."""
     selection = any(r.get("selection_acc") is not None for r in rows)
     holm = any("p_holm" in r for r in rows)
     cost = any(r.get("cost_usd") is not None for r in rows)   # a billed (hosted) run
@@ -198,6 +299,8 @@ def table_text(rows: list[dict]) -> str:
         lines.append(f"{best['arm']} (best) vs {c['arm']} ({table.control(c['arm']).purpose}; "
                      f"same steps): {lift}, McNemar p {p}, significant at 5%: {sig} "
                      f"(n = {c['best_vs_control']['n']})")
+    if noise is not None:
+        lines.append(noise_sentence(noise))
     if selection:
         n_sel = next((r["n_selection"] for r in rows if r.get("n_selection")), None)
         lines.append(f"val %: the hub env's selection split (n = {n_sel}), on which the best "
@@ -251,7 +354,8 @@ def summary_text(ctx: Ctx, rows: list[dict] | None = None) -> str:
     """The summary table, then what a reader must know to read its numbers: a stand-in trainer
     made them; the hub's full reward is not 1."""
     st = ctx.state
-    text = table_text(summary_rows(ctx) if rows is None else rows)
+    rows = summary_rows(ctx) if rows is None else rows
+    text = table_text(rows, replay_noise(ctx, rows))
     for c in table.CONTROLS:   # a control not run, and why
         why = next((e.split(": ", 1)[1][len(table.SKIPPED):] for e in st.phase4_errors
                     if e.startswith(f"{c.name}: {table.SKIPPED}")), None)

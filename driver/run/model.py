@@ -300,6 +300,12 @@ class RunConfig(Knobs):
         help="after an arm's last train step (or from launch, for a final-weights eval), how long "
              "its eval may take to complete before the launch is stopped and the arm marked "
              "failed; a control is evaluated on the whole eval split")
+    queue_timeout_s: float = setting(
+        21600, flag="--queue-timeout", parse="duration", gt=0, resumable=True,
+        help="--backend hosted: how long a run may wait in the platform's queue (QUEUED, PENDING; "
+             "unbilled, and never counted against --startup-timeout, whose clock starts when the "
+             "run starts) before the driver stops it and marks the arm failed; `driver resume` "
+             "submits it again (`driver resume --queue-timeout D` with a longer wait)")
     stop_grace_s: float | None = setting(
         flag="--stop-grace", parse="duration", gt=0,
         by_backend={"prime_rl": None, "local": 10, "hosted": 10},

@@ -112,6 +112,14 @@ class RunDir:
                         "eval_summary.json.") from None
         return m
 
+    def put_run_figure(self, name: str, figure: dict) -> None:
+        """A figure of the whole run beside the arms' entries (the summary's replay noise),
+        written only when it changed."""
+        m = self.load_metrics()
+        if m.get(name) != figure:
+            m[name] = figure
+            atomic_write_json(self.metrics_json, m)
+
     def upsert_metric(self, section: str, key: str, entry: dict) -> None:
         """Insert or replace the entry whose `key` field matches: an iteration is never counted
         twice, whatever the number of resumes."""

@@ -179,6 +179,12 @@ class HostedRunner:
                 running_since, last_step, queued_since = None, None, clock.monotonic()
                 continue
             t = clock.monotonic()
+            if status in ("QUEUED", "PENDING") and t - queued_since >= limits.queue_s:
+                # the queue has its own limit (--queue-timeout): unbilled, but a run that never
+                # starts holds the loop; stopped like a stalled run, and resubmitted on resume
+                say(log, f"run {run_id}: still {status} after {t - queued_since:.0f}s (--queue-timeout)")
+                return PollResult("stalled", None, 0, f"hosted run {run_id}: still queued after "
+                                  f"{limits.queue_s:.0f}s (--queue-timeout)")
             # waiting in the queue is not counted against the limits; RUNNING is, and so is a
             # status this CLI version does not know (the platform may add one). Silence is
             # measured from the first running poll, a continuation's too ("Runs may queue":
