@@ -63,14 +63,30 @@ def test_a_sealed_row_reads_as_the_whole_row_and_seals_to_itself(dialect, rows):
             assert placeholder not in text
 
 
-def test_the_hosted_backends_download_is_already_sealed():
-    """The hosted runner cuts eval traces to numbers as it downloads them: its cut is the seal's,
-    so sealing a hosted arm rewrites nothing."""
-    from driver.backends.hosted.runner import numbers_only
+def test_the_hosted_backends_download_is_already_sealed(tmp_path):
+    """The hosted runner cuts eval traces to numbers as it downloads them, with the seal's own
+    cut: sealing a hosted arm rewrites nothing."""
+    from driver.backends.hosted.runner import HostedRunner
 
     d = get("current")
     ep = _fixture("current_eval_episode.json")
-    assert d.sealed_eval_row(numbers_only(ep)) == numbers_only(ep) == d.sealed_eval_row(ep)
+    remote = tmp_path / "remote.jsonl"
+    remote.write_text(json.dumps(ep) + "\n")
+
+    class VolumeGet:   # `prime volumes get V REMOTE LOCAL` copies the file
+        def run(self, *args, timeout=0):
+            import shutil
+            import subprocess
+
+            shutil.copyfile(remote, args[-1])
+            return subprocess.CompletedProcess(args, 0, "", "")
+
+    eval_file = tmp_path / "eval.jsonl"
+    roots = {"r1": ({"rollouts": "runs/r1"}, ["runs/r1/rollouts/step_1/eval/all/traces.jsonl"])}
+    assert HostedRunner(VolumeGet())._download_eval({"volume": "v"}, eval_file, roots) == 1
+    (downloaded,) = [json.loads(x) for x in eval_file.read_text().splitlines()]
+    assert downloaded == d.sealed_eval_row(ep) == d.sealed_eval_row(downloaded)
+    assert "traces" in downloaded and "prompt" not in json.dumps(downloaded)
 
 
 def _lines(rows: list[dict]) -> str:

@@ -45,7 +45,7 @@ from driver.errors import DriverError, StillRunning
 from driver.run.files import atomic_write_json, atomic_write_text
 from driver.run.model import TrainerProcess
 from driver.run.rundir import RunDir, now
-from rl_contract.current import RUN_NAME, CurrentLayout
+from rl_contract.current import RUN_NAME, CurrentLayout, sealed_episode
 
 SECRETS = ("WANDB_API_KEY", "HF_TOKEN")  # the only secrets a dedicated run accepts
 TRANSIENT_FAILURES = 20                 # consecutive failed status reads before the run counts as lost
@@ -603,8 +603,8 @@ class HostedRunner:
                    expected_rows: int) -> PollResult:
         # the run has ended: its bill goes into the ledger before anything is read back, so a
         # download that fails, a volume that trails, or a driver killed meanwhile never leaves a
-        # billed run out of cost.json (the settle below writes the same entry again)
-        self._record_bill(rec, out, log, "completed")
+        # billed run out of cost.json (the settle below records that entry, not billed again)
+        billed = self._record_bill(rec, out, log, "completed")
         roots = self._await_outputs(rec, tp, log)
         last = max(roots, key=rec["run_ids"].index)
         rec["roots"] = roots[last][0]
@@ -613,11 +613,12 @@ class HostedRunner:
         faults.point("hosted:before-download")
         if rec["kind"] == "train":
             self._download_train(rec, out, tp, roots, log)
-            return self._settle(rec, out, log, 0, "")
+            return self._settle(rec, out, log, 0, "", billed=billed)
         rows = self._download_eval(rec, eval_file, roots)
         if rows < expected_rows:
-            return self._settle(rec, out, log, 1, f"the eval run wrote {rows}/{expected_rows} eval rows")
-        return self._settle(rec, out, log, 0, "", rows)
+            return self._settle(rec, out, log, 1, f"the eval run wrote {rows}/{expected_rows} eval rows",
+                                billed=billed)
+        return self._settle(rec, out, log, 0, "", rows, billed=billed)
 
     def _download_train(self, rec: dict, out: Path, tp: TrainerProcess,
                         roots: dict[str, tuple[dict[str, str], list[str]]], log: Path) -> None:
@@ -659,7 +660,7 @@ class HostedRunner:
         tmp = eval_file.with_name(eval_file.name + ".remote")
         self._get(rec["volume"], found[0][1], tmp)
         try:
-            lines = [json.dumps(numbers_only(json.loads(line))) + "\n"
+            lines = [json.dumps(sealed_episode(json.loads(line))) + "\n"
                      for line in tmp.read_text().splitlines() if line.strip()]
         except ValueError as e:
             raise DriverError(f"the eval run's traces are not JSON lines ({e})") from None
@@ -673,9 +674,16 @@ class HostedRunner:
         return self._settle(rec, out, log, 1, f"Hosted Training reports run {rec['run_ids'][-1]} "
                                               f"{status}: {reason}")
 
-    def _settle(self, rec: dict, out: Path, log: Path, rc: int, detail: str, rows: int = 0) -> PollResult:
-        """The launch has ended: its cost into the ledger, its exit status beside its log."""
-        entry = self._record_bill(rec, out, log, "completed" if rc == 0 else "failed")
+    def _settle(self, rec: dict, out: Path, log: Path, rc: int, detail: str, rows: int = 0,
+                billed: dict | None = None) -> PollResult:
+        """The launch has ended: its cost into the ledger (`billed`: the entry its end already
+        recorded, so the platform is not asked twice), its exit status beside its log."""
+        outcome = "completed" if rc == 0 else "failed"
+        if billed is None:
+            entry = self._record_bill(rec, out, log, outcome)
+        else:
+            entry = {**billed, "outcome": outcome}
+            record_cost(run_dir_of(out), rec["name"], entry)
         rec.update(settled=True, outcome=detail or "completed", cost_usd=entry["cost_usd"])
         write_record(out, rec)
         atomic_write_text(rc_path(log), f"{rc}\n")
@@ -828,24 +836,3 @@ def platform_reason(run: dict) -> str:
         if ev:
             parts.append("evidence: " + "; ".join(ev))
     return ". ".join(parts) or "no reason given (`prime train logs RUN_ID` shows its logs)"
-
-
-def numbers_only(episode: dict) -> dict:
-    """An eval episode cut to what the numeric reader uses (the task key, the env's name, ok,
-    and each trace's reward scores, weights and numeric metrics): no prompt, completion,
-    answer or info of an eval row is ever kept on this machine."""
-    def num(x: Any) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
-
-    traces = []
-    for tr in episode.get("traces") or []:
-        if not isinstance(tr, dict):
-            continue
-        traces.append({
-            "rewards": {str(k): {"score": float(r["score"]) if num(r.get("score")) else 0.0,
-                                 "weight": float(r["weight"]) if num(r.get("weight")) else 1.0}
-                        for k, r in (tr.get("rewards") or {}).items() if isinstance(r, dict)},
-            "metrics": {str(k): float(v) for k, v in (tr.get("metrics") or {}).items() if num(v)}})
-    return {"task": {"key": (episode.get("task") or {}).get("key")},
-            "env": {"name": (episode.get("env") or {}).get("name")},
-            "ok": bool(episode.get("ok", True)), "traces": traces}
