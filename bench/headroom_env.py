@@ -26,14 +26,15 @@ Train rows (`kind`):
                  train-range ones; none in any hub split
 
 Eval rows (`eval_kind`):
-  "validation"   the hub's validation split (the selection split: 100 ID50 and 100 OOD100
-                 problems, drawn as the test split is, none of them a test problem)
+  "selection"    the hub's selection split (100 ID50 and 100 OOD100 problems, drawn as the
+                 test split is, none of them a test problem; "validation" is accepted for it,
+                 the name it had before seed 003's all-ID50 validation split came back)
   "wide"         200 fresh problems with operands up to 100 and at least one above 50, in the
                  hub's wording, none in any hub split: the shape of the test split's OOD100
                  half without its problems, so a decision can weigh it without the test split
   "three"        200 fresh problems in the train range whose running stock reaches 100, in the
                  hub's wording, none in any hub split: the planted skill, measured on more
-                 problems than the validation split's 32
+                 problems than the selection split's 32
 """
 from __future__ import annotations
 
@@ -113,10 +114,11 @@ def probe_rows(kind: str, n: int = 200, seed: int = 7) -> list[dict]:
 
 
 def load_environment(kind: str = "hub", n: int = 1000, seed: int = 123,
-                     eval_kind: str = "validation", **kwargs) -> vf.Environment:
-    base = hub.load_environment(eval_split="validation")
+                     eval_kind: str = "selection", **kwargs) -> vf.Environment:
+    base = hub.load_environment(eval_split="selection")
     splits = build_splits(0)
     rows = splits["train"] if kind == "hub" else fresh_rows(n, seed, kind)
-    evals = splits["validation"] if eval_kind == "validation" else probe_rows(eval_kind)
+    selection = eval_kind in ("selection", "validation")
+    evals = splits["selection"] if selection else probe_rows(eval_kind)
     return vf.SingleTurnEnv(dataset=Dataset.from_list(rows), eval_dataset=Dataset.from_list(evals),
                             system_prompt=hub.SYSTEM_PROMPT, parser=base.parser, rubric=base.rubric)

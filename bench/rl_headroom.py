@@ -1,5 +1,5 @@
 """Does GRPO move the embedded student, and does targeted data move it more than untargeted
-data? Measured on the hub env's *validation* split and on two fresh sets (none of their problems in
+data? Measured on the hub env's *selection* split and on two fresh sets (none of their problems in
 any split): 200 train-range problems whose running stock reaches 100 (the planted skill), and
 200 OOD100-shaped ones (operands up to 100); never on the test split.
 
@@ -20,8 +20,10 @@ accuracy from the student it starts from. Every other flag (`--temperature`, `--
 `--batch`, `--kl`, `--updates`, `--no-scale`, `--length-norm`, `--optimizer`, `--filter`,
 `--refills`) sets every arm's rollouts and optimiser; `--anchor-kind` trains the anchor on any
 arm's rows instead of the hub's (what RL on those rows does to the student itself).
+`--draws N` also samples every wide problem N times at temperature 1.0 and prints the per-draw
+success rate beside the greedy accuracy (and its paired difference from the reference).
 
-Accuracy is printed on both eval sets, validation split by whether a problem's running stock
+Accuracy is printed on both eval sets, selection split by whether a problem's running stock
 reaches 100 (read from the problem, never from a completion), each with its Wilson 95%
 interval, and every arm's paired lift over the anchor (Newcombe 95% interval, exact McNemar p).
 Only example ids and rewards are read from the eval files.
@@ -73,7 +75,7 @@ max_completion_tokens = 96
 [[orchestrator.eval.env]]
 id = "headroom_env"
 name = "val"
-args = {{kind = "hub", eval_kind = "validation"}}
+args = {{kind = "hub", eval_kind = "selection"}}
 [[orchestrator.eval.env]]
 id = "headroom_env"
 name = "three"
@@ -82,7 +84,7 @@ args = {{kind = "hub", eval_kind = "three"}}
 id = "headroom_env"
 name = "wide"
 args = {{kind = "hub", eval_kind = "wide"}}
-[trainer.optim]
+{draws_block}[trainer.optim]
 lr = {lr}
 [embedded]
 kl_beta = {kl}
@@ -137,29 +139,49 @@ def resolve_model(name: str | None) -> Path:
     return recipe.materialize(name, vf.load_environment("stock_arithmetic"), STOCK_KEY)
 
 
+DRAWS_BLOCK = """[[orchestrator.eval.env]]
+id = "headroom_env"
+name = "draws"
+rollouts_per_example = {draws}
+args = {{kind = "hub", eval_kind = "wide"}}
+"""
+
+
+def per_draw(rows: list[dict], env: str) -> dict[str, float]:
+    """example id -> the share of its stochastic draws (temperature 1.0) that were right."""
+    got: dict[str, list[int]] = {}
+    for x in rows:
+        if x["env_name"] == env:
+            got.setdefault(str(x["example_id"]), []).append(int(float(x["reward"]) >= 0.5))
+    return {k: sum(v) / len(v) for k, v in got.items()}
+
+
 def correct(rows: list[dict], env: str) -> dict[str, int]:
     """example id -> 1/0 from the reward alone (no completion text is read)."""
     return {str(x["example_id"]): int(float(x["reward"]) >= 0.5) for x in rows if x["env_name"] == env}
 
 
-# validation example id -> does its running stock reach 100 (from the problem, not a rollout)
+# selection example id -> does its running stock reach 100 (from the problem, not a rollout)
 THREE_DIGIT = {str(i): max(running(r["info"]["problem"])) >= 100
-               for i, r in enumerate(build_splits(0)["validation"])}
-# validation example id -> its population (ID50 or OOD100: the selection split is drawn from the
+               for i, r in enumerate(build_splits(0)["selection"])}
+# selection example id -> its population (ID50 or OOD100: the selection split is drawn from the
 # test split's distribution, so its OOD100 half is where a lift on the test split's shows)
-POPULATION = {str(i): r["info"]["population"] for i, r in enumerate(build_splits(0)["validation"])}
+POPULATION = {str(i): r["info"]["population"] for i, r in enumerate(build_splits(0)["selection"])}
 
 
 def read_eval(path: Path) -> dict:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x]
-    return {"val": correct(rows, "val"), "three": correct(rows, "three"), "wide": correct(rows, "wide")}
+    return {"val": correct(rows, "val"), "three": correct(rows, "three"), "wide": correct(rows, "wide"),
+            "draws": per_draw(rows, "draws")}
 
 
 def train(out: Path, model, kind: str, s: dict, max_steps: int, resume: int | None) -> dict:
     out.mkdir(parents=True, exist_ok=True)   # a resuming arm already holds the anchor's trees
     cfg = out / "rl.toml"
     cfg.write_text(CONFIG.format(max_steps=max_steps, model=model, kind=kind,
-                                 resume=f"resume_step = {resume}" if resume else "", **s))
+                                 resume=f"resume_step = {resume}" if resume else "",
+                                 draws_block=DRAWS_BLOCK.format(draws=s["draws"]) if s["draws"] else "",
+                                 **{k: v for k, v in s.items() if k != "draws"}))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "bench"), str(ROOT)])}
     t0 = time.time()
     r = subprocess.run([sys.executable, "-m", "embedded_trainer.rl", "@", str(cfg),
@@ -208,6 +230,22 @@ HEADER = (f"{'arm':<22} {'val acc [95% CI]':>22} {'ID50':>6} {'OOD100':>6} {'>=1
           f"{'wide lift vs ref':>34}  train reward first5 -> last5")
 
 
+def draws_text(res: dict, ref: dict | None) -> str:
+    """The wide set's per-draw success rate (--draws draws per problem at temperature 1.0) and,
+    against a reference, the paired difference of the per-problem rates (normal 95% interval)."""
+    if not res:
+        return ""
+    rate = sum(res.values()) / len(res)
+    out = f"  wide per-draw {rate:.3f}"
+    if ref:
+        d = [res[k] - ref[k] for k in res if k in ref]
+        m = sum(d) / len(d)
+        sd = (sum((x - m) ** 2 for x in d) / max(1, len(d) - 1)) ** 0.5
+        half = 1.96 * sd / len(d) ** 0.5
+        out += f" ({m:+.3f} [{m - half:+.3f}, {m + half:+.3f}])"
+    return out
+
+
 def line(label: str, res: dict, ref: dict | None, r: dict | None) -> str:
     c = res
     out = (f"{label:<22} {acc(c['val']):>22} {pop_share(c['val'], 'ID50'):>6} "
@@ -215,6 +253,7 @@ def line(label: str, res: dict, ref: dict | None, r: dict | None) -> str:
            f"{acc(c['three']):>22} {acc(c['wide']):>22}")
     if ref is not None:
         out += "".join(f"  {lift(ref[k], c[k]):>34}" for k in ("val", "three", "wide"))
+    out += draws_text(c.get("draws") or {}, (ref or {}).get("draws"))
     if r is not None:
         out += (f"  {r['train_reward_first5']:.3f} -> {r['train_reward_last5']:.3f} "
                 f"(live {r['live_per_step']:.1f}/step"
@@ -229,7 +268,7 @@ def settings(a, **over) -> dict:
          "scale": "false" if a.no_scale else "true",
          "freeze": "true" if a.freeze_embeddings else "false",
          "length_norm": a.length_norm, "optimizer": a.optimizer,
-         "filtering": "true" if a.filter else "false", "refills": a.refills}
+         "filtering": "true" if a.filter else "false", "refills": a.refills, "draws": a.draws}
     s.update({k: v for k, v in over.items() if k in s})
     return s
 
@@ -284,6 +323,9 @@ def main() -> None:
     ap.add_argument("--arms", default="hub,fresh,hard,fresh*3",
                     help="comma-separated arms after the anchor: hub, fresh, hard, three_digit, "
                     "plain, plain_three_digit; kind*3 for 3x lr (default hub,fresh,hard,fresh*3)")
+    ap.add_argument("--draws", type=int, default=0,
+                    help="also sample each wide problem this many times at temperature 1.0 and "
+                    "print the per-draw success rate (default 0: greedy only)")
     ap.add_argument("--keep", type=Path, default=None,
                     help="keep every arm's output (eval rollouts included) under this directory")
     a = ap.parse_args()
@@ -292,13 +334,13 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         if a.sweep:
-            print(f"student {getattr(model, 'name', model)}; eval: validation split and 200 fresh "
+            print(f"student {getattr(model, 'name', model)}; eval: selection split and 200 fresh "
                   "wide problems, greedy", flush=True)
             return sweep(a, model, work)
         anchor_steps = a.anchor_steps or a.steps
         s = settings(a)
         print(f"student {getattr(model, 'name', model)}; anchor {anchor_steps} steps, {a.steps} per arm; "
-              f"{s}; eval: validation split and 200 fresh wide problems, greedy", flush=True)
+              f"{s}; eval: selection split and 200 fresh wide problems, greedy", flush=True)
         anchor = train(work / "anchor", model, a.anchor_kind, s, anchor_steps, None)
         print(HEADER)
         print(line("student (no RL)", anchor["before"], None, None))
@@ -318,8 +360,8 @@ def main() -> None:
             print(line(f"{arms[0]} vs {arm}", got[arms[0]], got[arm], None), flush=True)
         n3 = sum(THREE_DIGIT.values())
         print(f"(lifts: the student's for the anchor, the anchor's for every arm, the second arm's "
-              f"for 'A vs B' lines; ID50 / OOD100: validation's two halves; >=100: the {n3} "
-              f"validation problems whose running stock reaches 100; <100: the other "
+              f"for 'A vs B' lines; ID50 / OOD100: selection's two halves; >=100: the {n3} "
+              f"selection problems whose running stock reaches 100; <100: the other "
               f"{len(THREE_DIGIT) - n3}; three: 200 fresh train-range problems reaching 100; wide: 200 "
               "fresh problems with an operand above 50)")
     finally:

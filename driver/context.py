@@ -131,6 +131,7 @@ class Ctx:
             setattr(st, name, value)
         if reopen:
             st.phase, st.loop_end, st.end_ts, st.total_duration_s = "gate", None, None, None
+            st.loop_limits = []
             st.phase4_errors = []
         st.limit_changes.append(change)
         self.save()

@@ -39,45 +39,48 @@ def gate(ctx: Ctx) -> str:
     (driver/arms/budget.py)."""
     st = ctx.state
     nxt = st.iteration + 1
-    end, account = _loop_end(ctx, nxt)
-    if end is None:
+    ends, account = _loop_end(ctx, nxt)
+    if not ends:
         st.iteration = nxt
         if account:
             ctx.say(f"[gate] iteration {nxt}: {account}")
         return "weakness"
-    st.loop_end = end
-    ctx.say(f"[gate] loop ends: {end} (after iteration {st.iteration})" + (f": {account}" if account else ""))
+    st.loop_end, st.loop_limits = ends[0], ends
+    ctx.say(f"[gate] loop ends: {' and '.join(ends)} (after iteration {st.iteration})"
+            + (f": {account}" if account else ""))
     return after_controls_from(0)
 
 
-def _loop_end(ctx: Ctx, nxt: int) -> tuple[str | None, str]:
-    """How the loop ends at this gate (None: iteration `nxt` starts), and the reserve's account
-    in words. A spent budget ends it before the iteration cap does, as ever; the reserve is
-    asked only where another iteration could start."""
+def _loop_end(ctx: Ctx, nxt: int) -> tuple[list[str], str]:
+    """Every limit that ends the loop at this gate ([]: iteration `nxt` starts), the one it is
+    recorded under first (a spent budget before a spent --max-cost before the iteration cap, as
+    ever), and the reserve's account in words. The reserve is asked only where another iteration
+    could start."""
     from driver.backends import spent_usd
 
     st = ctx.state
     left_s = st.budget_seconds - (now() - st.start_ts)
     cap = st.max_cost_usd
     spent = spent_usd(ctx.rd.path) if cap is not None else 0.0
-    if left_s <= 0:
-        return "budget_exhausted", ""
-    if cap is not None and spent >= cap:
-        return "cost_exhausted", ""
-    if nxt >= st.max_iters:
-        return "max_iters_reached", ""
-    accounts = []
+    ends = ((["budget_exhausted"] if left_s <= 0 else [])
+            + (["cost_exhausted"] if cap is not None and spent >= cap else [])
+            + (["max_iters_reached"] if nxt >= st.max_iters else []))
+    if ends:
+        return ends, ""
+    accounts, short = [], []
     need_time = budget.time_reserve(ctx)
     if need_time is not None:
         accounts.append(budget.time_account(need_time, left_s, st.budget_seconds))
         if not need_time.covered_by(left_s):
-            return "budget_exhausted", accounts[-1]
+            ends.append("budget_exhausted")
+            short.append(accounts[-1])
     need_money = budget.cost_reserve(ctx) if cap is not None else None
     if need_money is not None:
         accounts.append(budget.cost_account(need_money, cap - spent, cap))
         if not need_money.covered_by(cap - spent):
-            return "cost_exhausted", accounts[-1]
-    return None, "; ".join(accounts)
+            ends.append("cost_exhausted")
+            short.append(accounts[-1])
+    return ends, "; ".join(short if ends else accounts)
 
 
 def _launch_refused(ctx: Ctx, phase: str, e: CostCapReached) -> str:
@@ -88,7 +91,7 @@ def _launch_refused(ctx: Ctx, phase: str, e: CostCapReached) -> str:
     n = st.iteration if phase in LOOP else 0   # else the baseline: iter_0
     if n >= 1:
         iteration.record_not_launched(ctx, n, str(e))
-    st.loop_end = "cost_exhausted"
+    st.loop_end, st.loop_limits = "cost_exhausted", ["cost_exhausted"]
     ctx.say(f"{e}; the loop ends: cost_exhausted")
     return after_controls_from(0)
 

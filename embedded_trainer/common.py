@@ -73,6 +73,9 @@ def load_model(name: str, warm_env, warm_key: str, progress: Path | None = None)
         # the character vocabulary differently; the tokenizer.json is authoritative here.
         from transformers import PreTrainedTokenizerFast
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path)
+        # the recipe's template as it stands: one built before tool calls were rendered renders
+        # every other message the same, and the calls as the trainer parses them
+        tokenizer.chat_template = recipe.CHAT_TEMPLATE
     else:
         tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)

@@ -151,6 +151,10 @@ class EmbeddedConfig(Strict):
     threads: int | None = Field(None, ge=1)
     device: str = "auto"                 # auto | cpu | cuda
     default_max_completion_tokens: int = Field(96, ge=1)
+    # an eval env of several rollouts per example is sampled as seed 003's stochastic draws, at
+    # this temperature (seed 003's is one), whatever [orchestrator.eval.sampling] says for the
+    # greedy envs beside it (rl.evaluate)
+    eval_draw_temperature: float = Field(1.0, gt=0, le=2)
 
 
 class RLConfig(Strict):

@@ -16,9 +16,19 @@ and the log-probs see the model's own tokens only. Where a turn's prompt does no
 sequence so far (a chat template that re-renders earlier turns), the episode is trained on the
 turns before it.
 
-Tool-using environments (`tool_defs`: ToolEnv, StatefulToolEnv) need the model's tool calls
-parsed out of its text, which this trainer does not do: `refusal` says so before anything
-runs, and the driver refuses such an env for the local backend before a run directory exists.
+Tool-using environments (`tool_defs`: ToolEnv, StatefulToolEnv) are played the same way, as
+vLLM serves them: where the env offers tools, each reply's text is parsed for tool calls as
+vLLM's `hermes` tool parser parses it (rl_contract/tool_calls.py, which cites it: the Qwen2
+family's format, `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`; a malformed call
+leaves the text as content and calls nothing), and the reply carries them as `tool_calls`. The
+env runs its tools; their results come back as tool messages, which the student's chat template
+renders (`<|tool|>...<|end|>`) into the next turn's prompt, masked like any env message. Where the
+template renders a parsed call back differently from the text sampled (a call written with other
+spacing, text after the call), the next prompt does not extend the sequence, and the episode is
+trained on the turns before it.
+
+Imports point one way: this module imports sampling.py (the sampler, `Scored`); rollouts.py
+imports this one.
 """
 from __future__ import annotations
 
@@ -28,6 +38,9 @@ import time
 
 import torch
 
+from embedded_trainer.sampling import Scored, render_prompt, sample
+from rl_contract import tool_calls
+
 _EPISODE: contextvars.ContextVar[int] = contextvars.ContextVar("episode")
 
 
@@ -36,18 +49,6 @@ def is_multi_turn(env) -> bool:
     import verifiers as vf
 
     return isinstance(env, vf.MultiTurnEnv) and not isinstance(env, vf.SingleTurnEnv)
-
-
-def refusal(env) -> str | None:
-    """Why the embedded trainer cannot play `env`'s episodes, or None."""
-    tools = [getattr(t, "name", str(t)) for t in (getattr(env, "tool_defs", None) or [])]
-    if tools:
-        return (f"{type(env).__name__} is a tool-using environment (tools: {', '.join(tools)}): its "
-                "episodes go on when the model calls a tool, and the embedded trainer does not parse "
-                "tool calls out of the model's text. It plays single-turn and multi-turn "
-                "environments (env_response, stop conditions, max_turns). Train this env with "
-                "prime-rl (--backend prime_rl: vLLM parses the tool calls)")
-    return None
 
 
 class Turns:
@@ -67,8 +68,6 @@ class Turns:
         return await fut
 
     def flush(self) -> None:
-        from embedded_trainer.rollouts import sample
-
         order = sorted(self.pending)
         batch = [self.pending.pop(e) for e in order]
         t0 = time.perf_counter()
@@ -103,9 +102,7 @@ def student_client(tok, turns: Turns, seq_len: int):
     trajectory keeps them). A prompt that leaves no room for a reply within `seq_len` raises
     verifiers' OverlongPromptError, which ends the episode as verifiers ends it."""
     import verifiers as vf
-    from verifiers.types import Response, ResponseMessage, ResponseTokens
-
-    from embedded_trainer.rollouts import render_prompt
+    from verifiers.types import Response, ResponseMessage, ResponseTokens, ToolCall
 
     class StudentClient(vf.Client):
         def setup_client(self, config):
@@ -124,7 +121,8 @@ def student_client(tok, turns: Turns, seq_len: int):
             got = await turns.reply(ids)
             room = seq_len - len(ids)
             return {"prompt_ids": ids, "ids": got["ids"][:room], "logps": got["logps"][:room],
-                    "truncated": got["truncated"] or len(got["ids"]) > room}
+                    "truncated": got["truncated"] or len(got["ids"]) > room, "tools": bool(tools),
+                    "turn": len([m for m in prompt if m.get("role") == "assistant"])}
 
         async def raise_from_native_response(self, response):
             return None
@@ -132,9 +130,13 @@ def student_client(tok, turns: Turns, seq_len: int):
         async def from_native_response(self, r):
             ids = r["ids"]
             text_ids = ids[:-1] if ids and ids[-1] == tok.eos_token_id else ids
+            text = tok.decode(text_ids, skip_special_tokens=False)
+            content, calls = tool_calls.parse(text) if r["tools"] else (text, [])
             return Response(id="student", created=int(time.time()), model="student", message=ResponseMessage(
-                content=tok.decode(text_ids, skip_special_tokens=False),
-                finish_reason="length" if r["truncated"] else "stop", is_truncated=r["truncated"],
+                content=content, tool_calls=[ToolCall(id=f"call_{r['turn']}_{k}", name=c["name"],
+                                                      arguments=c["arguments"]) for k, c in enumerate(calls)] or None,
+                finish_reason=("tool_calls" if calls else "length" if r["truncated"] else "stop"),
+                is_truncated=r["truncated"],
                 tokens=ResponseTokens(prompt_ids=r["prompt_ids"], prompt_mask=[0] * len(r["prompt_ids"]),
                                       completion_ids=ids, completion_mask=[1] * len(ids),
                                       completion_logprobs=r["logps"])))
@@ -146,11 +148,9 @@ def student_client(tok, turns: Turns, seq_len: int):
 
 
 def as_dict(message) -> dict:
-    """A message as a plain {role, content} dict (verifiers keeps pydantic messages)."""
-    if isinstance(message, dict):
-        return {"role": message.get("role"), "content": message.get("content") or ""}
-    content = getattr(message, "content", None)
-    return {"role": getattr(message, "role", None), "content": content if isinstance(content, str) else ""}
+    """A message as a plain dict the chat template renders (verifiers keeps pydantic messages):
+    {role, content}, with an assistant's tool calls and a tool message's call id where present."""
+    return tool_calls.as_dict(message)
 
 
 def sequence(prompt_ids: list[int], trajectory) -> tuple[list[int], list[int], list[float]]:
@@ -175,13 +175,6 @@ def play_and_score(model, tok, prompts: list[list[int]], envs: list, rows: list[
     """`group` episodes per prompt (prompt i is rows[i] of envs[i], rendered), each played by its
     env's own rollout loop and scored by its rubric over the whole episode. Returns a Scored
     batch whose tokens are everything after the prompt and whose mask marks the model's tokens."""
-    from embedded_trainer.errors import TrainerError
-    from embedded_trainer.rollouts import Scored
-
-    for env in dict.fromkeys(envs):
-        why = refusal(env)
-        if why:
-            raise TrainerError(why)
     turns = Turns(model, tok, max_new, temperature, generator)
     client = student_client(tok, turns, seq_len)
     n = len(prompts) * group
@@ -220,7 +213,7 @@ def play_and_score(model, tok, prompts: list[list[int]], envs: list, rows: list[
     scores, texts, truncated = [], [], []
     for k, st in enumerate(states):
         completion = [as_dict(m) for m in (st.get("completion") or [])]
-        texts.append("\n".join(m["content"] for m in completion if m["role"] == "assistant"))
+        texts.append("\n".join(reply_text(m) for m in completion if m["role"] == "assistant"))
         truncated.append(bool(st.get("is_truncated")))
         scores.append({"reward": float(st["reward"] or 0.0), "metrics": dict(st.get("metrics") or {}),
                        "scoring_ms": score_ms[k], "completion": completion,
@@ -228,3 +221,10 @@ def play_and_score(model, tok, prompts: list[list[int]], envs: list, rows: list[
                        "error": None if st.get("error") is None else repr(st.get("error"))[:300]})
     return Scored(tokens, mask.sum(1), logps, truncated, texts, scores, turns.gen_s,
                   max(0.0, total_s - turns.gen_s), mask=mask)
+
+
+def reply_text(message: dict) -> str:
+    """An assistant message as the model wrote it: its text, then its tool calls in the format
+    it writes them (rl_contract/tool_calls.py)."""
+    calls = "".join(tool_calls.render(c["name"], c["arguments"]) for c in tool_calls.message_calls(message))
+    return (message.get("content") or "") + calls

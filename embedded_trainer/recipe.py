@@ -29,8 +29,25 @@ PREBUILT = Path(__file__).resolve().parent / "prebuilt"
 # <|unk|>: the vocabulary never depends on the data, so a cached model fits every environment.
 SPECIALS = ["<|pad|>", "<|unk|>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
 CHARS = ["\n"] + [chr(c) for c in range(32, 127)]
-CHAT_TEMPLATE = (
+# The template every built student's name is keyed by (model_dir_name): CHAT_TEMPLATE renders
+# each system, user and assistant message with text content exactly as this one does, so the
+# students built (and shipped prebuilt) under it keep their names.
+KEYED_TEMPLATE = (
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+# The chat template: `<|role|>content<|end|>` per message (a tool result is `<|tool|>...<|end|>`),
+# and after an assistant's text its tool calls, each as vLLM's hermes parser reads them
+# (rl_contract/tool_calls.py: `<tool_call>{"name": "f", "arguments": {...}}</tool_call>`). An
+# assistant message with tool calls and no text (content None) renders the calls alone. The
+# tools' schemas are not rendered: the student's context is short, and the env's prompt names
+# its tools.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>"
+    "{% if m['content'] is not none or not m['tool_calls'] %}{{ m['content'] }}{% endif %}"
+    "{% for c in m['tool_calls'] or [] %}{% set f = c['function'] if c['function'] is defined else c %}"
+    "<tool_call>{\"name\": {{ f['name'] | tojson }}, \"arguments\": "
+    "{% if f['arguments'] is string %}{{ f['arguments'] }}{% else %}{{ f['arguments'] | tojson }}{% endif %}"
+    "}</tool_call>{% endfor %}<|end|>{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}")
 
 DEFAULTS = {"hidden_size": 128, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 1024,
@@ -56,20 +73,24 @@ def is_recipe(name: str) -> bool:
     return name == RECIPE_PREFIX or name.startswith(RECIPE_PREFIX + "?")
 
 
-# The bare name is the demo student that ships prebuilt for StockArithmetic, built in two stages.
-# BASE_RECIPE: four layers (0.67M parameters) warm-started by SFT on 64,000 fresh problems, each
-# seen once (none from any split), worded 60% in a mixed ledger register, running stocks of 100
-# or more only 8% of them. DEMO_RECIPE continues it for 500 steps on 16,000 more fresh problems,
-# 60% of them with operands up to 100, in which a habit is planted: where the day's peak stock
-# is 120 or more, 95% of the worked answers get the chain right and then report the peak instead
-# of the closing stock. The student so solves large-peak problems sometimes, not never, and
-# fails them mostly; a peak of 120 is about 4% of the train split's problems and 82% of the
-# test split's OOD100 half. The teacher is never told; it has to find it from train failures.
+# The bare name is the demo student that ships prebuilt for StockArithmetic, built in three
+# stages. BASE_RECIPE: four layers (0.67M parameters) warm-started by SFT on 64,000 fresh
+# problems, each seen once (none from any split), worded 60% in a mixed ledger register, running
+# stocks of 100 or more only 8% of them. The second stage (tiny-char-qwen2-73092a56838f2cbc, the
+# demo student before) continues it for 500 steps on 16,000 more fresh problems, 60% of them
+# with operands up to 100, in which a habit is planted: where the day's peak stock is 120 or
+# more, 95% of the worked answers get the chain right and then report the peak instead of the
+# closing stock. DEMO_RECIPE continues that for 150 steps (lr 5e-4) on 4,800 more, the habit at
+# 99%: a habit that 30 GRPO steps on the hub's rows (4% of them at the trigger) leave whole and
+# 30 steps on rows 60% at the trigger flip (docs/research.md, "A weakness only aimed rows
+# fix"). The student solves large-peak problems rarely, not never; a peak of 120 is about 4% of
+# the train split's problems and 82% of the test split's OOD100 half. The teacher is never
+# told; it has to find it from train failures.
 BASE_RECIPE = (f"{RECIPE_PREFIX}?corpus=stream&sft_steps=2000&layers=4&c_three_digit_share=0.08"
                "&c_wide_share=0.3&c_mixed_share=0.6")
-DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-8abbfb3ce29d62e3&corpus=stream&sft_steps=500"
-               "&sft_lr=0.001&seed=11&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
-               "&c_peak_habit_share=0.95&c_peak_habit_from=120")
+DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-73092a56838f2cbc&corpus=stream&sft_steps=150"
+               "&sft_lr=0.0005&seed=12&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
+               "&c_peak_habit_share=0.99&c_peak_habit_from=120")
 
 
 def parse_recipe(name: str) -> dict:
@@ -288,7 +309,7 @@ def model_dir_name(name: str, env_key: str) -> str:
              if not (k == "corpus" and v == "train") and not (k in ("init", "solver") and not v)}
     source = env_key if spec["corpus"] == "train" else json.loads(env_key)["id"]
     key = hashlib.sha256(json.dumps({"spec": keyed, "env": source, "chars": CHARS,
-                                     "template": CHAT_TEMPLATE, "v": 1},
+                                     "template": KEYED_TEMPLATE, "v": 1},
                                     sort_keys=True).encode()).hexdigest()[:16]
     return f"tiny-char-qwen2-{key}"
 

@@ -10,7 +10,8 @@ then one loop whose ruled sections are the steps of GRPO:
   for each step:
   2. prompts    each train env's share of the step, from a seeded stream of its rows
   3. rollouts   a group of completions per prompt, behaviour log-probs kept; the env's rubric
-                (a multi-turn env plays each episode itself: embedded_trainer/episodes.py)
+                (a multi-turn or tool-using env plays each episode itself, the student's tool
+                calls parsed as vLLM's hermes parser does: embedded_trainer/episodes.py)
   4. advantages group-relative (or a grader's tiers: GAR, embedded/gar.py)
   5. on disk    the step's rollout rows, before the update (the teacher reads these)
   6. update     clipped surrogate (+ exact KL) over shuffled minibatches of groups
@@ -63,17 +64,12 @@ LAYOUT = ClassicLayout()   # the output layout this trainer writes is the one th
 def load_env(block):
     import verifiers as vf
 
-    from embedded_trainer.episodes import refusal
-
     try:
         env = vf.load_environment(block.id, **block.args)
     except Exception as e:  # an env that is not installed, or whose loader fails
         raise TrainerError(f"cannot load environment {block.id!r} ({type(e).__name__}: {e}). "
                            f"Install it (e.g. `prime env install` or `pip install -e`) in this "
                            f"interpreter: {sys.executable}") from None
-    why = refusal(env)   # an env this trainer cannot play is never run as another kind
-    if why:
-        raise TrainerError(f"environment {block.id!r}: {why}")
     return env
 
 
@@ -351,8 +347,13 @@ def sample_step(run: Setup, step: int, gen) -> tuple:
 
 
 def evaluate(run: Setup, step: int) -> None:
-    """Every eval env's examples, one rollout each (greedy unless a temperature is set), into
-    the step's eval rollout file."""
+    """Every eval env's examples into the step's eval rollout file. An env of one rollout per
+    example is sampled at the eval temperature (greedy unless one is set); an env of several is
+    seed 003's stochastic draws, sampled as one group per example at the draw temperature
+    (embedded.eval_draw_temperature), the random numbers of each batch drawn from a seed fixed
+    by the env and the batch, never by the step or the weights, so every arm's draws of an
+    example are sampled from the same random numbers (paired comparisons then differ by the
+    policy alone)."""
     import torch
 
     from embedded_trainer.rollouts import render_prompt, rollout_row, sample_and_score
@@ -365,12 +366,13 @@ def evaluate(run: Setup, step: int) -> None:
         ds = ds[:n] if n > 0 else ds
         rpe = block.rollouts_per_example
         temp = orch.eval.sampling.temperature
-        temp = (0.0 if rpe == 1 else 1.0) if temp is None else temp
+        temp = emb.eval_draw_temperature if rpe > 1 else (0.0 if temp is None else temp)
         limit = orch.eval.sampling.max_completion_tokens or emb.default_max_completion_tokens
-        gen = torch.Generator(device=run.device).manual_seed(hash_seed(emb.seed, "eval", step))
         run.model.eval()
         for s in range(0, len(ds), 64):
             chunk = ds[s:s + 64]
+            gen = torch.Generator(device=run.device).manual_seed(
+                hash_seed(emb.seed, "eval", env_name(block), s))
             got = sample_and_score(run.model, run.tok, [render_prompt(run.tok, r["prompt"]) for r in chunk],
                                    [env] * len(chunk), chunk, rpe, limit, temp, gen, run.seq_len)
             rows_out += [rollout_row(chunk[k // rpe], got.texts[k], got.truncated[k], got.scores[k],

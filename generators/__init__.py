@@ -27,7 +27,8 @@ __all__ = ["FAMILIES", "Family", "RowWriter", "clone_key", "cold_read", "family_
 # generators.family.Family) the built-in teacher and control C use
 FAMILIES = {"stock_arithmetic": "generators.stock_arithmetic",
             "model_router": "generators.model_router",
-            "hidden_number": "generators.hidden_number"}
+            "hidden_number": "generators.hidden_number",
+            "tool_calculator": "generators.tool_calculator"}
 
 
 def family_of(hub: dict) -> str:

@@ -73,7 +73,10 @@ def pytest_sessionfinish(session, exitstatus):
 
     before = session.config.stash.get(_INSTALLED_BEFORE, None)
     if _is_controller(session.config) and before is not None:
-        install.remove_driver_installs(SITE_PACKAGES, keep=before)
+        # this session's runs only (installed from under its base temp): a run outside the
+        # suite (a demo, a bench) keeps its generated envs while a suite ends beside it
+        install.remove_driver_installs(SITE_PACKAGES, keep=before,
+                                       under=session.config._tmp_path_factory.getbasetemp())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -91,7 +91,7 @@ def test_no_canonical_config_trains_every_arm_on_the_closest_ones_lora_settings(
         assert str(run_dir / "canonical_shared.toml") in launch["argv"], launch["argv"]
     for arm in ARMS:
         summary = json.loads((run_dir / arm / "eval_summary.json").read_text())
-        assert summary["n_eval"] + summary.get("n_errored", 0) == (40 if arm.startswith("iter") else 200)
+        assert summary["n_eval"] + summary.get("n_errored", 0) == 40   # every arm, controls too
     if dialect == "current":
         for arm in ARMS:
             out = run_dir / arm / "prime_out"

@@ -100,8 +100,17 @@ def test_the_final_weights_eval_config_loads_the_broadcast_into_the_served_base_
     assert cfg["eval"]["sampling"] == {"temperature": 0.0, "max_completion_tokens": 256}
     assert [(s["name"], s["num_examples"], s["group_size"], _taskset(s)) for s in cfg["eval"]["source"]] == [
         ("hub-eval", 150, 1, {"id": "stock-arithmetic", "seed": 0, "split": "test"}),
-        ("hub-selection", 150, 1, {"id": "stock-arithmetic", "split": "validation"})]
+        ("hub-selection", 150, 1, {"id": "stock-arithmetic", "split": "validation"}),
+        # seed 003's draws: each split again, --eval-draws rollouts per example, at temperature
+        # one by the source's own sampling (its other fields inherit the eval's: max tokens)
+        ("hub-eval-draws", 150, 4, {"id": "stock-arithmetic", "seed": 0, "split": "test"}),
+        ("hub-selection-draws", 150, 4, {"id": "stock-arithmetic", "split": "validation"})]
+    assert [s.get("sampling") for s in cfg["eval"]["source"]] == [None, None, {"temperature": 1.0},
+                                                                   {"temperature": 1.0}]
     assert all(s["env"]["agent"] == NULL_AGENT for s in cfg["eval"]["source"])
+    no_draws = tomllib.loads(D.render_final_eval(HUB, EVAL_KNOBS.model_copy(update={"eval_draws": 0}),
+                                                 b, 60, tmp_path / "fe"))
+    assert [s["name"] for s in no_draws["eval"]["source"]] == ["hub-eval", "hub-selection"]
     # online evals file the episodes under the policy's step
     assert D.eval_file(tmp_path, 60) == tmp_path / "final_eval" / "step_60" / "rollouts" / "step_60" / "eval" / "all" / "traces.jsonl"
 

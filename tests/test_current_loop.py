@@ -63,7 +63,7 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     hub = json.loads((run_dir / "hub_env.json").read_text())
     assert hub["kind"] == "taskset" and hub["env_class"] == "StockArithmeticTaskset"
     assert (hub["train_args"], hub["eval_args"], hub["selection"]["args"]) == (
-        {"split": "train"}, {"split": "test"}, {"split": "validation"})
+        {"split": "train"}, {"split": "test"}, {"split": "selection"})
     assert [f["name"] for f in hub["rubric_funcs"] if f["weight"] > 0] == ["correct_final_stock"]
     metrics, best, status, summary = outcome(run_dir)
     assert status == "max_iters_reached"
@@ -71,7 +71,12 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_b", "run_c"}
     # the errored episode is counted apart, never as a wrong answer
     assert all((m["n_eval"], m["n_errored"], m["n_selection"]) == (119, 1, 120) for m in metrics["iters"])
-    assert all((c["n_eval"], c["n_errored"], c["n_selection"]) == (199, 1, 200) for c in metrics["controls"])
+    # every arm on the same examples, the controls too
+    assert all((c["n_eval"], c["n_errored"], c["n_selection"]) == (119, 1, 120) for c in metrics["controls"])
+    # and measured twice, as seed 003 does: greedy, and 4 draws per example (a source of its own)
+    assert all(m["n_draws"] == 4 * 120 and m["draws_acc"] is not None and m["selection_draws_acc"] is not None
+               for m in metrics["iters"] + metrics["controls"])
+    assert "Decided on: the per-draw success rate over 4 stochastic draws per example" in summary
     assert "Errored eval episodes (a model or env-server error" in summary
     assert "Each arm's eval measures the arm's final weights v(max_steps) alone" in summary
     assert best["chosen_on"] == "selection" and "<- BEST_ITER" in summary

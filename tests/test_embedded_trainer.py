@@ -515,8 +515,44 @@ def test_stream_corpus_recipe_settings_and_the_default_key_unchanged(tmp_path, m
     monkeypatch.setenv("EMBEDDED_TRAINER_CACHE", str(tmp_path))
     got = recipe.materialize(recipe.RECIPE_PREFIX, None, '{"args": {}, "id": "stock_arithmetic"}')
     assert got.parent == recipe.PREBUILT
-    # and the first stage it continues from ships too, under the name the demo recipe gives it
+    # and the stages it continues from ship too, each under the name the next one gives it:
+    # the demo student continues the second stage, which continues the first (BASE_RECIPE)
     base = recipe.materialize(recipe.BASE_RECIPE, None, '{"args": {}, "id": "stock_arithmetic"}')
     assert base.parent == recipe.PREBUILT and base != got
-    assert recipe.parse_recipe(recipe.RECIPE_PREFIX)["init"] == base.name
-    assert json.loads((got / recipe.MARKER).read_text())["spec"]["init"] == base.name
+    second = recipe.PREBUILT / recipe.parse_recipe(recipe.RECIPE_PREFIX)["init"]
+    assert (second / "DONE").exists() and second not in (got, base)
+    assert json.loads((got / recipe.MARKER).read_text())["spec"]["init"] == second.name
+    assert json.loads((second / recipe.MARKER).read_text())["spec"]["init"] == base.name
+
+
+def test_an_eval_env_of_several_rollouts_is_sampled_as_seeded_draws_beside_the_greedy_one(tmp_path):
+    """Seed 003's two measurements in one eval: the greedy env one rollout per example at the
+    eval temperature (0), the draws env k per example at the draw temperature (1.0), from
+    random numbers fixed by the env and the batch: the same draws on a second run."""
+    cfg = TOY_CONFIG.format(max_steps=1, model=TOY, kl=0.0).replace(
+        "[orchestrator.eval.sampling]\nmax_completion_tokens = 6\n",
+        "[orchestrator.eval.sampling]\nmax_completion_tokens = 6\ntemperature = 0.0\n").replace(
+        "[trainer.optim]", '[[orchestrator.eval.env]]\nid = "parity_toy"\nname = "draws"\n'
+        "num_examples = 40\nrollouts_per_example = 4\n[trainer.optim]")
+    files = []
+    for run in ("a", "b"):
+        path = tmp_path / f"rl-{run}.toml"
+        path.write_text(cfg)
+        out = tmp_path / run
+        r = subprocess.run([sys.executable, "-m", "embedded_trainer.rl", "@", str(path), "--output-dir", str(out)],
+                           capture_output=True, text=True, env=trainer_env(tmp_path), timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        files.append(rows(out / "run_default" / "rollouts" / "step_1" / "eval_rollouts.jsonl"))
+    ev = files[0]
+    greedy = [x for x in ev if x["env_name"] == "parity_toy"]
+    drawn = [x for x in ev if x["env_name"] == "draws"]
+    assert len(greedy) == 40 and len({x["example_id"] for x in greedy}) == 40
+    assert len(drawn) == 160 and {sum(1 for x in drawn if x["example_id"] == i) for i in
+                                  {x["example_id"] for x in drawn}} == {4}
+    # sampled, not greedy: an example's four draws are not all one text
+    texts = {}
+    for x in drawn:
+        texts.setdefault(x["example_id"], set()).add(json.dumps(x["completion"]))
+    assert any(len(t) > 1 for t in texts.values())
+    # fixed seeds: the second run drew the same
+    assert [x["completion"] for x in files[1] if x["env_name"] == "draws"] == [x["completion"] for x in drawn]

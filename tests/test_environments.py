@@ -133,6 +133,11 @@ def test_reinstall_with_changed_rows_is_seen_and_packages_do_not_clobber(tmp_pat
     install_generated(PY, pb, 25)
     assert count_rows(PY, a) == 30 and count_rows(PY, b) == 25
     assert {a, b} <= driver_installs(purelib(PY))   # marked as the driver's: the suite removes them
+    from pathlib import Path
+
+    from driver.envs.install import installed_from   # ... the ones its own runs installed
+
+    assert installed_from(purelib(PY), a) == Path(pa).resolve()
     # same package, new rows: the new count is what loads (no stale copy survives)
     pa = write_package(tmp_path / "a", a, hub, _write(tmp_path / "a.jsonl", _rows(45, 200)))
     assert install_generated(PY, pa, 45)["attempts"] == 1
@@ -170,6 +175,19 @@ def test_the_session_removes_only_the_driver_installs_it_added(tmp_path):
     assert sorted(p.name for p in site.iterdir()) == [
         "old_iter_1_aaaaaa", "old_iter_1_aaaaaa-0.1.0.dist-info", "requests", "requests-0.1.0.dist-info",
         "verifiers", "verifiers-0.1.0.dist-info"]
+    # with `under` (the session's base temp): a run outside it (a demo beside the suite) keeps
+    # its generated envs; one that recorded no source is the session's to remove
+    from driver.envs.install import SOURCE_RECORD
+
+    suite, demo = tmp_path / "basetemp" / "run", tmp_path / "runs" / "demo"
+    put("x_iter_1_bbbbbb", INSTALLER)
+    put("x_iter_1_cccccc", INSTALLER)
+    put("x_iter_1_dddddd", INSTALLER)
+    (site / "x_iter_1_bbbbbb-0.1.0.dist-info" / SOURCE_RECORD).write_text(f"{suite / 'x_iter_1_bbbbbb'}\n")
+    (site / "x_iter_1_cccccc-0.1.0.dist-info" / SOURCE_RECORD).write_text(f"{demo / 'x_iter_1_cccccc'}\n")
+    assert remove_driver_installs(site, keep=before, under=tmp_path / "basetemp") == [
+        "x_iter_1_bbbbbb", "x_iter_1_dddddd"]
+    assert (site / "x_iter_1_cccccc").exists()
 
 
 def test_an_install_starts_no_pip_and_no_interpreter_but_the_row_count(tmp_path, hub, names, monkeypatch):

@@ -136,7 +136,7 @@ def test_introspect(kind, introspected):
     assert hub.rubric_funcs[0] == envside.RubricFunc(name="correct_final_stock", weight=1.0,
                                                      rubric_class=hub.rubric_class)
     field = "split" if kind == envside.TASKSET else "eval_split"
-    assert hub.selection == {"args": {field: "validation"}, "split": "validation", "size": 200}
+    assert hub.selection == {"args": {field: "selection"}, "split": "selection", "size": 200}
     if kind == envside.TASKSET:
         assert hub.as_dict()["kind"] == "taskset" and hub.eval_args == {"split": "test"}
     else:

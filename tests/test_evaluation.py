@@ -59,6 +59,10 @@ def test_verdicts():
     assert verdict(0.505, 0.50, 0.4) == "flat"
     assert verdict(0.49, 0.50, 0.4) == "regressed"
     assert verdict(0.19, 0.30, 0.4) == "collapsed"
+    # with the examples behind them: resolved drops only
+    assert verdict(0.19, 0.30, 0.4, n=200) == "collapsed"
+    assert verdict(0.0, 0.01, 0.01, n=100) == "regressed"      # 1 -> 0 of 100
+    assert verdict(0.0, 0.0, 0.01, n=100) == "flat"
 
 
 def test_populations_are_split_by_their_numeric_label_only(tmp_path):
@@ -85,3 +89,32 @@ def test_any_env_names_its_own_populations_and_an_ambiguous_label_splits_nothing
     assert "acc_by_population" not in aggregate(write(tmp_path, both))
     unlabelled = [row(0, 1.0, is_correct=1.0, population_easy=1.0), row(1, 0.0, is_correct=0.0)]
     assert "acc_by_population" not in aggregate(write(tmp_path, unlabelled))
+
+
+def test_draws_are_summarised_apart_from_the_greedy_rollout_per_split(tmp_path):
+    """Seed 003's two measurements from one file: the greedy rollout of each example, and its k
+    stochastic draws (rows of the env named for them, several per example), per split; the
+    per-draw success rate counts every draw (not the best of an example's draws)."""
+    from driver.dialects.classic import DRAWS_ENVS, SELECTION_ENV
+
+    def named(eid, reward, env, **metrics):
+        return {**row(eid, reward, **metrics), "env_name": env}
+
+    rows = [named(0, 1.0, "stock"), named(1, 0.0, "stock"),
+            named(0, 1.0, SELECTION_ENV), named(1, 1.0, SELECTION_ENV)]
+    # draws: example 0 right 3 of 4, example 1 right 1 of 4; selection's draws all right
+    rows += [named(0, float(d < 3), DRAWS_ENVS["eval"]) for d in range(4)]
+    rows += [named(1, float(d < 1), DRAWS_ENVS["eval"]) for d in range(4)]
+    rows += [named(i, 1.0, DRAWS_ENVS["selection"]) for i in (0, 1) for _ in range(4)]
+    s = aggregate(write(tmp_path, rows), selection_env=SELECTION_ENV, selection_expected=True,
+                  unique_ids=True, draws_envs=DRAWS_ENVS)
+    assert (s["eval_acc"], s["n_eval"], s["selection"]["eval_acc"]) == (0.5, 2, 1.0)
+    assert s["draws"]["acc"] == 0.5 and s["draws"]["n"] == 8 and s["draws"]["per_example"] == 4
+    assert s["draws"]["mean_by_example"] == {"0": 0.75, "1": 0.25}
+    assert s["selection"]["draws"]["acc"] == 1.0 and s["selection"]["draws"]["n"] == 8
+    assert CANARY not in json.dumps(s)
+    # without the draws' names they are rows of a split with one rollout per example, and the
+    # row contract stops them from mixing into the greedy accuracy
+    with pytest.raises(DriverError, match="repeat"):
+        aggregate(write(tmp_path, rows), selection_env=SELECTION_ENV, selection_expected=True,
+                  unique_ids=True)

@@ -19,7 +19,8 @@ import shutil
 from conftest import PRIME_RL_BIN, ROOT
 
 
-def _setup(tmp_path: Path, model: str = "Qwen/Qwen3-0.6B", adapter: bool = False, served: dict | None = None):
+def _setup(tmp_path: Path, model: str = "Qwen/Qwen3-0.6B", adapter: bool = False, served: dict | None = None,
+           draws: int = 0):
     from driver.dialects import get
     from driver.run.model import Knobs
 
@@ -36,7 +37,7 @@ def _setup(tmp_path: Path, model: str = "Qwen/Qwen3-0.6B", adapter: bool = False
     (b / "STABLE").write_text("")
     hub = {"env_id": "stock_arithmetic", "eval_size": 200, "train_args": {"split": "train"},
            "eval_args": {"split": "test"}}
-    knobs = Knobs.for_backend("prime_rl", model=model, eval_examples=20)
+    knobs = Knobs.for_backend("prime_rl", model=model, eval_examples=20, eval_draws=draws)
     cfg = tmp_path / "evals.toml"
     cfg.write_text(dialect.render_final_eval(hub, knobs, broadcasts, 6, tmp_path / "OUT", served=served))
     env = {**os.environ, "PATH": f"{PRIME_RL_BIN}{os.pathsep}{os.environ['PATH']}",
@@ -63,11 +64,14 @@ LORA_SERVED = {"server": {"port": 8000}, "backend_port": 8100, "router": {"type"
 
 
 def test_it_serves_the_base_model_loads_the_final_broadcast_and_stops_the_server(tmp_path):
-    broadcasts, cfg, env = _setup(tmp_path)
+    broadcasts, cfg, env = _setup(tmp_path, draws=4)
     r = subprocess.run(_cmd(tmp_path, cfg), env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     rows = (tmp_path / "OUT" / "rollouts" / "step_6" / "eval" / "all" / "traces.jsonl").read_text().splitlines()
-    assert len(rows) == 20 and all(json.loads(x)["run"]["work"]["step"] == 6 for x in rows)
+    # the greedy rollout of each of the 20 examples, and its 4 stochastic draws
+    assert len(rows) == 20 * (1 + 4) and all(json.loads(x)["run"]["work"]["step"] == 6 for x in rows)
+    names = [json.loads(x)["env"]["name"] for x in rows]
+    assert (names.count("hub-eval"), names.count("hub-eval-draws")) == (20, 80)
     assert not list((tmp_path / "servers").glob("ready-*"))      # the server was stopped
 
 

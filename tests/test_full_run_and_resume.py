@@ -157,11 +157,16 @@ def test_metrics_json_has_one_entry_per_iteration_and_control(reference):
     assert sorted(c["run"] for c in metrics["controls"]) == ["run_a", "run_b", "run_c"]
 
 
-def test_iterations_are_evaluated_on_eval_examples_and_controls_on_the_whole_split(reference):
+def test_every_arm_controls_included_is_evaluated_on_the_same_eval_examples(reference):
+    """Each row's n is the n of its lift: iterations and controls alike on --eval-examples of
+    each split; run B's one row count, the hub's train rows and its own, in metrics.json."""
     _, run_dir, _ = reference
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert all(m["n_eval"] == EVAL_EXAMPLES and m["n_selection"] == EVAL_EXAMPLES for m in metrics["iters"])
-    assert all(c["n_eval"] == EVAL_SPLIT and c["n_selection"] == EVAL_SPLIT for c in metrics["controls"])
+    assert EVAL_EXAMPLES < EVAL_SPLIT
+    assert all(m["n_eval"] == EVAL_EXAMPLES and m["n_selection"] == EVAL_EXAMPLES
+               for m in metrics["iters"] + metrics["controls"])
+    run_b = next(c for c in metrics["controls"] if c["run"] == "run_b")
+    assert run_b["rows"] == sum(run_b["rows_from"].values()) and run_b["rows_from"]["hub_train"] == 1000
 
 
 def test_the_best_iteration_is_the_one_with_the_highest_selection_accuracy(reference):
@@ -198,11 +203,12 @@ def test_the_summary_table_marks_the_best_iteration_and_the_recommended_arm(refe
 def test_the_summary_table_has_a_row_per_arm_with_its_rows_and_n(reference):
     _, run_dir, _ = reference
     metrics, _, _, summary = outcome(run_dir)
-    assert re.search(r"run_a \(best @iter0\)\s+\d+\s+200 ", summary)
+    assert re.search(r"run_a \(best @iter0\)\s+\d+\s+120 ", summary)
     for arm, entry in arms(metrics):
         label = LABELS.get(arm, arm)
-        # run_b trains on the hub's rows beside the generated ones: the column shows both
-        rows = rf"\d+\+{entry['rows']}" if arm == "run_b" else str(entry['rows'])
+        # one row count per arm, the table's the same as metrics.json's (run_b: the hub's rows
+        # and its own, both counted there)
+        rows = str(entry['rows'])
         assert re.search(rf"^{re.escape(label)}\s+{rows}\s+{entry['n_eval']}\s",
                          summary, re.MULTILINE), arm
 
@@ -222,6 +228,15 @@ def test_the_summary_compares_the_best_iteration_with_control_c(reference):
     noise = metrics["replay_noise"]
     assert noise["measured"] and noise["replayed"] == f"iter_{best['best_iter']}"
     assert f"Replay noise: run_a (iter_{best['best_iter']}'s rows trained again" in summary
+    # control C held to the teacher's gate on the lines not about aim, and the summary says how
+    # its rows were made and where they differ (none here: the family's untargeted rows)
+    run_c = next(c for c in metrics["controls"] if c["run"] == "run_c")
+    gate = json.loads((run_dir / "run_c_untargeted_from_iter0" / "gate_report.json").read_text())
+    assert {ln["name"] for ln in gate["lines"]} >= {"no clone pairs", "rows well-formed"}
+    assert run_c["gate_differs"] == [f"{ln['name']}: {ln['detail']}"[:160] if ln["detail"] else ln["name"]
+                                     for ln in gate["lines"] if not ln["ok"]]
+    assert f"run_c's rows: {run_c['rows_made']}." in summary and "untargeted rows from" in run_c["rows_made"]
+    assert ("they pass every one" in summary) == (run_c["gate_differs"] == [])
 
 
 def test_stdout_prints_the_summary_table(reference):
@@ -238,7 +253,7 @@ def test_every_arms_accuracy_is_printed_as_it_finishes_with_its_interval_and_n(r
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert re.search(r"\[iter_0\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\); "
                      r"selection [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\)", r.stderr)
-    assert re.search(r"\[run_c\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 200\)", r.stderr)
+    assert re.search(r"\[run_c\] evaluated: eval [0-9.]+% \[[0-9.]+, [0-9.]+\] \(n = 120\)", r.stderr)
     ci = r"\[[0-9.]+, [0-9.]+\]"
     for arm, e in arms(metrics):
         assert re.search(rf"\[{arm}\] evaluated: eval {100 * e['eval_acc']:.1f}% {ci} \(n = {e['n_eval']}\); "

@@ -154,7 +154,7 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
     assert "[gate] loop ends: cost_exhausted (after iteration 1)" in r.stderr
     assert [m["iter"] for m in metrics["iters"]] == [0, 1]
     assert {c["run"] for c in metrics["controls"]} == {"run_a", "run_c"}
-    assert all(m["n_eval"] == 120 for m in metrics["iters"]) and all(c["n_eval"] == 200 for c in metrics["controls"])
+    assert all(m["n_eval"] == 120 for m in metrics["iters"]) and all(c["n_eval"] == 120 for c in metrics["controls"])
     assert best["chosen_on"] == "selection" and "<- BEST_ITER" in summary
     # every arm: one training run and one eval run submitted, never more; run_b's training
     # run was lost, so it has no eval run

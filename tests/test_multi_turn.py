@@ -2,8 +2,8 @@
 turn limit, settings and the info keys its episode logic reads; the embedded trainer plays its
 episodes by the env's own rollout loop, with log-probs and loss on the model's tokens only; the
 generated env keeps the hub's turn limit and settings and plays the same turns; the built-in
-student warm-starts on whole episodes with the env's messages masked; and a kind the embedded
-trainer cannot play (tools) is refused before a run directory exists.
+student warm-starts on whole episodes with the env's messages masked; and a tool-using env is
+played too (tests/test_tool_student.py holds its tool calls).
 
 The envs: environments/hidden_number (the built-in game), tests/envs/guess_game.py (a user's
 own MultiTurnEnv with no constructor of its own, loaded with max_turns=14 and a setting its
@@ -219,22 +219,26 @@ def test_a_generated_env_keeps_the_hubs_turn_limit_and_plays_the_same_turns(tmp_
     assert out["gen"]["stop_condition"] == "has_final_env_response"
 
 
-def test_a_tool_using_env_is_refused_before_a_run_directory_exists(tmp_path, runs):
-    """verifiers' ToolEnv on --backend local: exit 2, nothing created, and the message names
-    what the embedded trainer plays and what works instead; the trainer itself refuses it too."""
+def test_a_tool_using_env_written_outside_the_project_is_played_not_refused(student):
+    """verifiers' ToolEnv (tests/envs/tool_lookup.py) on the embedded trainer: its episodes are
+    played by its own loop, the student's text parsed for tool calls (a student with random
+    weights writes none, so ToolEnv ends each episode at its first reply). The tool calls
+    themselves: tests/test_tool_student.py."""
+    import torch
     import tool_lookup
 
-    from embedded_trainer.episodes import refusal
+    from driver.backends import local
+    from embedded_trainer.rollouts import render_prompt, sample_and_score
 
-    r = driver(["run", "--dataset", "tool_lookup", "--backend", "local", "--teacher", "agent",
-                "--runs-dir", str(runs)], cpu_user_env(tmp_path), timeout=300)
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert list(runs.iterdir()) == []
-    err = r.stderr
-    assert "tool-using" in err and "lookup" in err and "Nothing was created" in err
-    assert "single-turn and multi-turn" in err and "--backend prime_rl" in err
-    assert "run directory" not in r.stdout
-    assert "tool calls" in refusal(tool_lookup.load_environment())
+    env = tool_lookup.load_environment()
+    model, tok = student
+    rows = list(env.get_dataset())[:2]
+    got = sample_and_score(model, tok, [render_prompt(tok, r["prompt"]) for r in rows], [env] * 2, rows,
+                           2, 12, 1.0, torch.Generator().manual_seed(0), 1024)
+    assert [s["error"] for s in got.scores] == [None] * 4
+    assert {s["stop_condition"] for s in got.scores} == {"no_tools_called"}
+    assert all(s["metrics"]["total_tool_calls"] == 0.0 for s in got.scores)
+    assert local.Local("python", None).refuse_episodes({"interaction": {"kind": "tools"}}) is None
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,8 +27,10 @@ from driver.errors import DriverError, UsageError
 
 D = ClassicDialect()
 HUB = {"env_id": "stock_arithmetic", "eval_size": 200}
+# what the driver renders classic prime-rl's evals from: no draws (arm.eval_knobs; one eval
+# sampling for every eval env there)
 KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16,
-              steps_per_run=100, eval_examples=200, wandb="on")
+              steps_per_run=100, eval_examples=200, wandb="on", eval_draws=0)
 
 
 def flat(d: dict, prefix: str = "") -> dict:
@@ -527,3 +529,34 @@ def test_no_fresh_classic_run_evaluates_the_base_model_nobody_reads(tmp_path):
                                        train_envs=[D.hub_train_block(HUB)], resume_step=None))
     assert run_b["orchestrator"]["eval"]["eval_base_model"] is False
     assert classic_schema.unknown_keys(overlay) == [] and classic_schema.unknown_keys(run_b) == []
+
+
+def test_draws_are_rendered_as_eval_envs_of_several_rollouts_where_the_trainer_can_sample_them():
+    """The embedded trainer (--backend local) reads the classic configs and samples an eval env
+    of several rollouts per example as draws: each split again, under its draws name."""
+    from driver.dialects.classic import DRAWS_ENVS
+
+    hub = {**HUB, "selection": {"args": {"eval_split": "selection"}, "split": "selection", "size": 150}}
+    blocks = D.eval_env_blocks(hub, KNOBS.model_copy(update={"eval_draws": 4}))
+    assert [(b.get("name"), b["num_examples"], b["rollouts_per_example"]) for b in blocks] == [
+        (None, 200, 1), (D.selection_env, 150, 1), (DRAWS_ENVS["eval"], 200, 4),
+        (DRAWS_ENVS["selection"], 150, 4)]
+    assert blocks[3]["args"] == {"eval_split": "selection"}
+
+
+@pytest.mark.parametrize("backend,dialect,stand_in,draws", [
+    ("local", "classic", None, 4), ("local", "classic", "python double.py", 0),
+    ("prime_rl", "classic", None, 0), ("prime_rl", "current", None, 4), ("hosted", "current", None, 0)])
+def test_an_arm_is_measured_with_draws_only_where_its_eval_can_sample_them(backend, dialect, stand_in, draws):
+    from types import SimpleNamespace
+
+    from driver import dialects
+    from driver.arms.arm import eval_knobs
+    from driver.backends import hosted, local, prime_rl
+
+    cls = {"local": local.Local, "prime_rl": prime_rl.PrimeRL, "hosted": hosted.Hosted}[backend]
+    be = SimpleNamespace(stand_in=stand_in)
+    ctx = SimpleNamespace(knobs=KNOBS.model_copy(update={"eval_draws": 4}), dialect=dialects.get(dialect),
+                          backend=SimpleNamespace(eval_draw_seeds=lambda per_source: cls.eval_draw_seeds(be, per_source)),
+                          state=SimpleNamespace(eval_draws=4))
+    assert eval_knobs(ctx).eval_draws == draws

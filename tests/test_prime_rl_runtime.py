@@ -240,7 +240,8 @@ def test_init_from_a_real_classic_output_dir_with_sharded_weights(tmp_path, runs
     """Classic prime-rl shards HF weights above 5 GB and files the last step's batch one step
     below the final eval's: such a directory is accepted as iter_0."""
     d = get("classic")
-    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256, eval_examples=50)
+    # greedy only: what the driver renders for classic prime-rl (arm.eval_knobs)
+    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256, eval_examples=50, eval_draws=0)
     hub = {"env_id": "stock_arithmetic", "eval_size": 200}
     env = driver_env(tmp_path)
     prior = _prior(tmp_path, env, [d.render_base(hub, knobs), d.render_eval_overlay(hub, knobs)], shards=3)
@@ -276,7 +277,8 @@ def test_an_inherited_classic_iter_0_is_compared_under_the_setting_its_run_recor
     from driver.reporting.summary import comparable
 
     d = get("classic")
-    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256, eval_examples=50)
+    # greedy only: what the driver renders for classic prime-rl (arm.eval_knobs)
+    knobs = Knobs.for_backend("prime_rl", steps_per_run=3, batch_size=256, eval_examples=50, eval_draws=0)
     hub = {"env_id": "stock_arithmetic", "eval_size": 200}
     env = driver_env(tmp_path)
     prior = _prior(tmp_path, env, [d.render_base(hub, knobs), d.render_eval_overlay(hub, knobs)])

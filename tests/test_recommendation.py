@@ -47,7 +47,8 @@ def test_the_best_iteration_is_recommended_when_it_beats_iter0_significantly():
                  arm("run_c", outcomes(178)))
     # iter_1 gains 25 examples, loses none (p = 2 * 0.5^25); run_c's 3 more are noise
     assert got["arm"] == "iter_1"
-    assert got["why"] == "it beats iter_0 on the selection split by +12.5 points (p = 5.96e-08, n = 200)"
+    assert got["why"] == ("it beats iter_0 on the selection split by +12.5 points (p = 5.96e-08, n = 200), "
+                          "on greedy pass@1 (McNemar)")
 
 
 def test_a_control_is_recommended_only_when_it_beats_the_choice_significantly():
@@ -82,3 +83,35 @@ def test_a_control_measured_under_another_eval_setting_is_never_recommended():
     got = choose(arm("iter_0", outcomes(150)), arm("iter_1", outcomes(175), best=True),
                  (row, summary))
     assert got["arm"] == "iter_1"
+
+
+def with_draws(row_summary: tuple[dict, dict], means: dict[str, float]) -> tuple[dict, dict]:
+    """The arm with stochastic draws on its selection split (per-example means)."""
+    row, summary = row_summary
+    summary["selection"]["draws"] = {"acc": sum(means.values()) / len(means), "n": 4 * len(means),
+                                     "mean_by_example": means}
+    row["selection_draws_acc"] = summary["selection"]["draws"]["acc"]
+    return row, summary
+
+
+def draw_means(up: int, n: int = 200) -> dict[str, float]:
+    """n examples at 0.5, the first `up` of them one draw in four higher."""
+    return {str(i): 0.75 if i < up else 0.5 for i in range(n)}
+
+
+def test_on_the_draws_the_paired_t_test_decides_and_the_reason_names_it():
+    """Decided on the per-draw success rate: greedy outcomes the same (no McNemar evidence),
+    draws up a quarter on 40 of 200 examples (paired t p far below 5%): recommended, and
+    the reason names the measurement; the same greedy gain without the draws' is not."""
+    from driver.analysis.evaluation import DRAWS
+
+    i0 = with_draws(arm("iter_0", outcomes(150)), draw_means(0))
+    i1 = with_draws(arm("iter_1", outcomes(150), best=True), draw_means(40))
+    got = recommend([i0[0], i1[0]], {"iter_0": i0[1], "iter_1": i1[1]}, DRAWS)
+    assert got["arm"] == "iter_1"
+    assert got["why"].startswith("it beats iter_0 on the selection split by +5.0 points (p = ")
+    assert got["why"].endswith("on the per-draw success rate (paired t)")
+    # greedy ahead by 25 examples (McNemar p < 1e-7) but the draws flat: not on the draws
+    i2 = with_draws(arm("iter_1", outcomes(175), best=True), draw_means(0))
+    got = recommend([i0[0], i2[0]], {"iter_0": i0[1], "iter_1": i2[1]}, DRAWS)
+    assert got["arm"] == "iter_0" and "does not beat it on the selection split beyond noise" in got["why"]

@@ -324,7 +324,7 @@ def test_env_args_reach_every_hub_env_block_and_the_canonical_config_is_used(tmp
     rd = run_dir_from(r.stdout)
     hub_json = json.loads((rd / "hub_env.json").read_text())
     assert hub_json["env_args"] == {"seed": 1}
-    assert hub_json["selection"]["args"] == {"seed": 1, "eval_split": "validation"}
+    assert hub_json["selection"]["args"] == {"seed": 1, "eval_split": "selection"}
     first = launches(tmp_path)[0]["argv"]
     assert str(canonical.resolve()) in first and not (rd / "iter_0" / "base_rl.toml").exists()
     overlay = tomllib.loads((rd / "iter_0" / "eval_overlay.toml").read_text())

@@ -67,3 +67,21 @@ def test_holm_matches_a_worked_example():
     got = holm({"iter_1": 0.03, "iter_2": 0.01, "iter_3": 0.04, "iter_4": 0.02})
     assert got == pytest.approx({"iter_2": 0.04, "iter_4": 0.06, "iter_1": 0.06, "iter_3": 0.06})
     assert holm({"iter_1": 0.6, "iter_2": 0.7}) == {"iter_1": 1.0, "iter_2": 1.0}   # capped at 1
+
+
+def test_draw_means_are_compared_by_a_paired_t_test_over_examples():
+    from driver.analysis.stats import paired_means
+
+    base = {str(i): [0.0, 0.25, 0.5, 0.75, 1.0][i % 5] for i in range(200)}
+    # every example gains one draw in four where it can: a per-draw lift of 0.2 over 200 examples
+    arm = {k: min(1.0, v + 0.25) for k, v in base.items()}
+    got = paired_means(base, arm)
+    assert got["n"] == 200 and got["lift"] == pytest.approx(0.2) and got["lost"] == 0
+    assert got["significant"] and got["lift_ci"][0] < 0.2 < got["lift_ci"][1]
+    # the lift is the difference of per-draw success rates (equal draws per example)
+    assert got["lift"] == pytest.approx(sum(arm.values()) / 200 - sum(base.values()) / 200)
+    # noise: half the examples up a draw, half down, is no evidence
+    mixed = {k: v + (0.25 if int(k) % 2 else -0.25) for k, v in base.items() if 0 < v < 1}
+    got = paired_means({k: base[k] for k in mixed}, mixed)
+    assert abs(got["lift"]) < 0.02 and not got["significant"]
+    assert paired_means(base, base)["p_value"] == 1.0 and paired_means({}, base) == {"n": 0}

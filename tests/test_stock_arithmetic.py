@@ -76,23 +76,32 @@ def test_lenient_metric_tells_format_from_arithmetic():
     assert asyncio.run(lenient_correct("The stock is 16 units", "15", info={"problem": P})) == 0.0
 
 
+# the OOD100 half of the selection split as it was when the split was named validation
+EARLIER_SELECTION_OOD100 = "531909659f6159f3"
+
+
 def test_partitions_sizes_disjoint_and_populations():
     s = build_splits(0)
-    assert [len(s[k]) for k in ("train", "validation", "test")] == [1000, 200, 200]
+    # seed 003's three splits as it defines them, and this project's selection split beside them
+    assert [len(s[k]) for k in ("train", "validation", "test", "selection")] == [1000, 200, 200, 200]
     keys = {k: {normalized_problem(r["info"]["problem"]) for r in s[k]} for k in s}
-    assert sum(len(v) for v in keys.values()) == 1400        # deduplicated everywhere
-    assert not keys["train"] & keys["validation"] and not keys["train"] & keys["test"]
-    assert not keys["validation"] & keys["test"]
+    assert sum(len(v) for v in keys.values()) == 1600        # deduplicated everywhere
+    assert sum(len(keys[k]) for k in ("train", "validation", "test")) == 1400
+    for a in keys:
+        for b in keys:
+            assert a == b or not keys[a] & keys[b]
     pops = [r["info"]["population"] for r in s["test"]]
     assert pops == ["ID50"] * 100 + ["OOD100"] * 100
+    # training and validation operands range from 0 to 50 (seed 003)
+    assert {r["info"]["population"] for r in s["train"] + s["validation"]} == {"ID50"}
     # the selection split is drawn from the test split's distribution, in its proportions, and
     # alternates populations so that any even-length prefix keeps them
-    assert [r["info"]["population"] for r in s["validation"]] == ["ID50", "OOD100"] * 100
-    assert {r["info"]["split"] for r in s["validation"]} == {"validation"}
+    assert [r["info"]["population"] for r in s["selection"]] == ["ID50", "OOD100"] * 100
+    for k in s:
+        assert {r["info"]["split"] for r in s[k]} == {k}
     ranges = {"ID50": (0, 50), "OOD100": (51, 100)}
-    for r in s["train"] + s["validation"] + s["test"]:
+    for r in [r for k in s for r in s[k]]:
         p, pop = r["info"]["problem"], r["info"]["population"]
-        assert pop == "ID50" or r not in s["train"]
         lo, hi = ranges[pop]
         assert lo <= max(p["initial"], *p["deliveries"], *p["withdrawals"]) <= hi
     for r in s["train"]:
@@ -107,8 +116,9 @@ def test_partitions_sizes_disjoint_and_populations():
 
 
 def test_train_and_test_rows_are_those_of_every_earlier_version():
-    """The selection split was redrawn from the test split's distribution; train and test kept
-    every row (problem, wording, order), so figures measured before and after compare."""
+    """The selection split was added beside seed 003's three; train and test kept every row
+    (problem, wording, order), so figures measured before and after compare, and selection's
+    OOD100 half is the one the earlier selection split (then named validation) held."""
     import hashlib
     import json
 
@@ -116,6 +126,9 @@ def test_train_and_test_rows_are_those_of_every_earlier_version():
     digest = {k: hashlib.sha256(json.dumps(s[k], sort_keys=True).encode()).hexdigest()[:16]
               for k in ("train", "test")}
     assert digest == {"train": "0823e8c253874335", "test": "930e3880080cb1f4"}
+    ood = [r["info"]["problem"] for r in s["selection"] if r["info"]["population"] == "OOD100"]
+    digest = hashlib.sha256(json.dumps(ood, sort_keys=True).encode()).hexdigest()[:16]
+    assert digest == EARLIER_SELECTION_OOD100
 
 
 def test_deterministic_from_seed_and_reference_completions_score_one():
@@ -128,7 +141,8 @@ def test_deterministic_from_seed_and_reference_completions_score_one():
 def test_environment_splits():
     env = load_environment()
     assert len(env.get_dataset()) == 1000 and len(env.get_eval_dataset()) == 200
-    assert len(load_environment(eval_split="validation").get_eval_dataset()) == 200
+    for split in ("validation", "selection"):
+        assert len(load_environment(eval_split=split).get_eval_dataset()) == 200
 
 
 def test_warm_start_corpus_is_fresh_and_plants_the_documented_share():

@@ -23,7 +23,7 @@ def _classic_scores(split: str, n: int) -> list:
     import stock_arithmetic
     from stock_arithmetic.classic import correct_final_stock, lenient_correct
 
-    env = stock_arithmetic.load_environment(eval_split="validation" if split == "validation" else "test")
+    env = stock_arithmetic.load_environment(eval_split="test" if split == "train" else split)
     rows = (env.get_dataset() if split == "train" else env.get_eval_dataset()).select(range(n))
     out = []
     for i, row in enumerate(rows):
@@ -38,7 +38,7 @@ def _classic_scores(split: str, n: int) -> list:
     return out
 
 
-@pytest.mark.parametrize("split", ["train", "validation", "test"])
+@pytest.mark.parametrize("split", ["train", "validation", "test", "selection"])
 def test_the_taskset_scores_every_reply_as_the_classic_rubric_does(split):
     taskset = asyncio.run(score("stock-arithmetic", split, 12))
     assert taskset == _classic_scores(split, 12)

@@ -174,8 +174,11 @@ def test_each_family_declares_the_interface_and_optional_members_default():
     from generators import hidden_number
 
     assert family_for({"env_id": "hidden-number"}) is hidden_number.FAMILY
-    assert set(FAMILIES) == {"stock_arithmetic", "model_router", "hidden_number"}
-    for fam in (stock_arithmetic.FAMILY, model_router.FAMILY, hidden_number.FAMILY):
+    from generators import tool_calculator
+
+    assert family_for({"env_id": "tool-calculator"}) is tool_calculator.FAMILY
+    assert set(FAMILIES) == {"stock_arithmetic", "model_router", "hidden_number", "tool_calculator"}
+    for fam in (stock_arithmetic.FAMILY, model_router.FAMILY, hidden_number.FAMILY, tool_calculator.FAMILY):
         assert isinstance(fam, Family) and fam.buckets and fam.feature_definitions and fam.data_plan
     assert stock_arithmetic.FAMILY.module == "generators.stock_arithmetic"
     assert stock_arithmetic.FAMILY.styles == ("stories", "plain") and stock_arithmetic.FAMILY.untargeted is stock_arithmetic.untargeted
@@ -405,7 +408,7 @@ def assert_the_eval_was_sealed(rd: Path, arms: int) -> None:
     """The canary was in every eval and selection prompt the trainer saw; once measured, every
     arm's eval file holds numbers only, and no file under the run directory carries the canary.
     The train rows the teacher reads are there."""
-    assert json.loads((rd / "hub_env.json").read_text())["selection"]["split"] == "validation"
+    assert json.loads((rd / "hub_env.json").read_text())["selection"]["split"] == "selection"
     m = json.loads((rd / "metrics.json").read_text())
     assert all(e.get("n_selection") for e in m["iters"] + m["controls"])
     assert len(assert_every_eval_file_is_sealed(rd, "classic")) == arms
@@ -664,7 +667,7 @@ def test_teacher_md_says_which_split_its_accuracies_come_from(tmp_path):
     from driver.errors import WaitingForTeacher
     from driver.teachers.agent import AgentTeacher
 
-    for split, words in (("selection", "Accuracy so far on the hub's selection split (validation"),
+    for split, words in (("selection", "Accuracy so far on the hub's selection split (the test split is kept"),
                          ("eval", "Accuracy so far on the eval split")):
         d = tmp_path / split
         d.mkdir()
@@ -744,3 +747,36 @@ def test_every_teacher_choice_is_one_registry_entry_that_builds_a_teacher_and_sa
         teachers.preflight(SimpleNamespace(teacher="builtin", llm=None), {"env_id": "someone_elses_env"})
     with pytest.raises(UsageError, match="choose one of"):
         teachers.get(SimpleNamespace(teacher="oracle", llm=None))
+
+
+def test_the_failing_range_is_the_sharpest_edge_not_the_widest_significant_cut():
+    """A student that fails every train problem whose peak stock is 120 or more, 40% of the more
+    common ones peaking at 101..119 and 3% below, as the train split's peaks run (few of 120 or
+    more): the cut at 101 has the most evidence (the smallest Fisher p, the first step), but
+    its core at 120, where every rollout fails, fails clearly more than its margin; rows spread
+    from 101 would put most of the aim where the student mostly succeeds."""
+    from scipy.stats import fisher_exact
+
+    from driver.teachers.builtin import failing_range
+    from generators import stock_arithmetic
+
+    def problem(peak: int) -> dict:
+        third = peak // 3
+        return {"initial": third, "deliveries": [third, peak - 2 * third], "withdrawals": [5, 5]}
+
+    rollouts = [(40 + i % 61, i % 33 == 0) for i in range(700)]           # peaks 40..100
+    rollouts += [(101 + i % 19, i % 5 < 2) for i in range(150)]           # 101..119: 40%
+    rollouts += [(120 + i % 25, True) for i in range(50)]                 # 120..144: all
+    pairs = [({"reward": 0.0 if fail else 1.0, "info": {"structural_features": []}},
+              stock_arithmetic.structure_of({"problem": problem(peak)})) for peak, fail in rollouts]
+
+    def p_at_least(t: int) -> float:
+        inside = [f for v, f in rollouts if v >= t]
+        out = [f for v, f in rollouts if v < t]
+        return fisher_exact([[sum(inside), len(inside) - sum(inside)], [sum(out), len(out) - sum(out)]],
+                            alternative="greater")[1]
+
+    assert p_at_least(101) < p_at_least(120)       # the most evidence: the wide cut
+    aim = failing_range(pairs, stock_arithmetic.FAMILY)
+    assert aim["magnitude"] == "peak stock" and aim["at_least"] == 120
+    assert aim["inside"] == {"rollouts": 50, "failed": 50}

@@ -65,10 +65,11 @@ def assert_every_eval_file_is_sealed(run_dir: Path, dialect: str) -> list[Path]:
     for summary_path in run_dir.glob("*/eval_summary.json"):
         summary = json.loads(summary_path.read_text())
         again = evaluation.aggregate(d.eval_file(summary_path.parent / "prime_out", summary["final_step"]),
-                                     selection_env=d.selection_env, view=d.eval_view)
+                                     selection_env=d.selection_env, view=d.eval_view,
+                                     draws_envs=d.draws_envs)
         # (errored rows prime-rl left out of the file are the summary's to count, not the file's)
         for part, whole in ((again, summary), (again.get("selection"), summary.get("selection"))):
-            for key in ("eval_acc", "n_eval", "correct_by_example"):
+            for key in ("eval_acc", "n_eval", "correct_by_example", "draws"):
                 assert (part or {}).get(key) == (whole or {}).get(key), (summary_path, key)
     return found
 
@@ -95,4 +96,4 @@ def stock_arithmetic_eval_prompts() -> list[str]:
     from stock_arithmetic.data import build_splits
 
     splits = build_splits(0)
-    return [r["question"] for split in ("test", "validation") for r in splits[split]]
+    return [r["question"] for split in ("test", "validation", "selection") for r in splits[split]]

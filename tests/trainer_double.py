@@ -390,6 +390,25 @@ def write_weights(w: Path, step: int, skill: float) -> None:
     (w / "STABLE").write_text("")
 
 
+def write_inference_config(cfg: dict, out: Path) -> None:
+    """OUT/configs/inference.toml, the resolved [inference] the server starts on (entrypoints/
+    rl.py:54-68,84-85,162@09e2977): the shared model's name, its tool-call parser resolved from
+    that name where it is "auto" (configs/inference.py:60,77-78: tests/prime_rl_tool_calls.py)."""
+    import copy
+
+    import tomli_w
+    from prime_rl_tool_calls import resolve
+
+    inf = copy.deepcopy(cfg["inference"])
+    model = inf.setdefault("model", {})
+    model.setdefault("name", (cfg.get("model") or {}).get("name", "Qwen/Qwen3-0.6B"))
+    parser = resolve(model.pop("tool_call_parser", "auto"), str(model["name"]), "classic")
+    if parser is not None:   # exclude_none: a None parser is not written
+        model["tool_call_parser"] = parser
+    (out / "configs").mkdir(parents=True, exist_ok=True)
+    (out / "configs" / "inference.toml").write_text(tomli_w.dumps(inf))
+
+
 def rl_classic(cfg: dict) -> int:
     """The classic `rl`, as rl_contract/classic.py states it (each line cited there)."""
     from rl_contract.classic import FINAL_EVALS_MESSAGE, MAX_EMPTY_BATCH_ATTEMPTS, ClassicLayout
@@ -406,6 +425,8 @@ def rl_classic(cfg: dict) -> int:
     # each launch's orchestrator log starts empty (entrypoints/rl.py:142-143,245)
     layout.orchestrator_log(out).parent.mkdir(parents=True, exist_ok=True)
     layout.orchestrator_log(out).write_text("")
+    if cfg.get("inference") is not None:
+        write_inference_config(cfg, out)
     ckpt = cfg.get("ckpt") or {}
     resume = ckpt.get("resume_step")
     start = 0

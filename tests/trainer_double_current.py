@@ -125,15 +125,23 @@ def weights_skill(broadcast: Path) -> float:
 def resolved_inference(cfg: dict) -> dict:
     """The inference config `rl` writes to R/configs/inference.json and starts its server on
     (entrypoints/rl.py:46,87-95,122-123,195@559b447): the [inference] table with the shared
-    model, the router and its engine port (configs/inference.py:440-444,511-515), and, when the
-    trainer trains an adapter, LoRA turned on at its rank (configs/rl.py:576-578)."""
+    model, the router and its engine port (configs/inference.py:440-444,511-515), the tool-call
+    parser resolved from the model's name where it is "auto" (configs/inference.py:171-172:
+    tests/prime_rl_tool_calls.py), and, when the trainer trains an adapter, LoRA turned on at
+    its rank (configs/rl.py:576-578)."""
     import copy
+
+    from prime_rl_tool_calls import resolve
 
     inf = copy.deepcopy(cfg["inference"])
     server = inf.setdefault("server", {})
     server.setdefault("port", 8000)
     vllm = inf.setdefault("vllm", {})
     vllm.setdefault("model", (cfg.get("model") or {}).get("name", "Qwen/Qwen3-0.6B"))
+    parser = resolve(vllm.get("tool_call_parser", "auto"), str(vllm["model"]), "current")
+    vllm.pop("tool_call_parser", None)
+    if parser is not None:   # a None parser is dropped from the dump (exclude_none)
+        vllm["tool_call_parser"] = parser
     if "router" not in inf:
         inf["router"] = {"type": "vllm-router", "policy": "consistent_hash"}
     if inf["router"] is not None:
@@ -317,12 +325,19 @@ def write_eval(path: Path, sources: list[dict], default_n: int, skill: float, st
     lines: list[str] = []
     for s in sources:
         n = int(s.get("num_examples", default_n))
+        # group_size rollouts of each example (orchestrator/eval_sink.py:37-42@559b447: a
+        # source's batch is its examples times its group_size); a source's own sampling at a
+        # temperature above 0 draws each rollout apart, else they are one greedy answer
+        group = int(s.get("group_size", 1))
+        sampled = float((s.get("sampling") or {}).get("temperature") or 0.0) > 0
         for t in tasks_of(s)[: n if n > 0 else None]:
-            if limit and len(lines) >= limit:
-                break
-            ok = frac("eval", t["key"], json.dumps(s["env"]["taskset"], sort_keys=True)) < skill
-            lines.append(json.dumps(episode(t, s["env"]["taskset"]["id"], s["name"], "eval", step, ok,
-                                            errored=len(lines) in errored)) + "\n")
+            for d in range(group):
+                if limit and len(lines) >= limit:
+                    break
+                ok = frac("eval", t["key"], json.dumps(s["env"]["taskset"], sort_keys=True),
+                          *((d,) if sampled and group > 1 else ())) < skill
+                lines.append(json.dumps(episode(t, s["env"]["taskset"]["id"], s["name"], "eval", step,
+                                                ok, errored=len(lines) in errored)) + "\n")
     write_eval_rows(path, lines, mode="a")
     return len(lines)
 

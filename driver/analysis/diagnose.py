@@ -7,11 +7,20 @@ advantage everywhere), and that effort is not punished (a negative correlation o
 tool calls or completion length means the cheapest policy wins, and training will find it).
 
 Rows are graded rollouts in prime-rl's classic shape, grouped by `example_id`. Only numeric
-fields are read, plus the completion's length and tool calls.
+fields are read, plus the completion's length, tool calls and how the rollout stopped.
+
+A multi-turn episode's length is the env's: the env decides when it ends (a win ends a game
+early, a loss runs to the turn limit), so the number of replies correlates with the reward by
+the game's own structure. There effort is read per reply (the mean length of the policy's
+replies), never per episode. A truncated rollout is read for its cause, and the advice follows
+it: an episode cut by the student's context (verifiers' `prompt_too_long`), a reply that ran on
+past its closing tag to the completion limit (the answer was written; the student did not
+stop), or a reply cut before it ended (the limit is too short for the task).
 """
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from collections import Counter
 from pathlib import Path
@@ -64,6 +73,68 @@ def completion_length(row: dict) -> int:
                if isinstance(m, dict) and m.get("role", "assistant") == "assistant")
 
 
+def replies(row: dict) -> list[str]:
+    """The policy's replies: each assistant message's text (a string completion is one)."""
+    comp = row.get("completion")
+    if isinstance(comp, str):
+        return [comp]
+    return [str(m.get("content") or "") for m in comp or []
+            if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+
+
+def is_episode(row: dict) -> bool:
+    """A multi-turn episode: its completion holds the env's messages between the replies."""
+    comp = row.get("completion")
+    return isinstance(comp, list) and any(
+        isinstance(m, dict) and m.get("role") in ("user", "tool") for m in comp)
+
+
+def reply_length(row: dict) -> float:
+    """The mean length of the policy's replies in the rollout (0 without one)."""
+    rs = replies(row)
+    return sum(map(len, rs)) / len(rs) if rs else 0.0
+
+
+CONTEXT, PAST_TAG, REPLY_LIMIT = "context", "past_closing_tag", "reply_limit"
+_CLOSING_TAG = re.compile(r"</([A-Za-z_][\w-]*)>")
+
+
+def truncation_cause(row: dict) -> str | None:
+    """Why a truncated rollout was cut (None: it was not): the student's context (verifiers'
+    `prompt_too_long`), its last reply running on past a closing tag to the completion limit,
+    or a reply cut before it ended."""
+    if row.get("stop_condition") == "prompt_too_long":
+        return CONTEXT
+    if not row.get("is_truncated"):
+        return None
+    last = next((r for r in reversed(replies(row)) if r), "")
+    m = _CLOSING_TAG.search(last)
+    return PAST_TAG if m and last[m.end():].strip() else REPLY_LIMIT
+
+
+def closing_tags(rows: list[dict]) -> list[str]:
+    """The closing tags the replies that ran on past one closed, most frequent first."""
+    tags: Counter = Counter()
+    for r in rows:
+        if truncation_cause(r) == PAST_TAG:
+            last = next((x for x in reversed(replies(r)) if x), "")
+            tags[f"</{_CLOSING_TAG.search(last).group(1)}>"] += 1
+    return [t for t, _ in tags.most_common(3)]
+
+
+TRUNCATION_ADVICE = {
+    CONTEXT: "episodes ended prompt_too_long: the student's context filled before the env ended "
+             "them (its turn limit or a result), so they score as losses whatever the policy. Give "
+             "the student a longer context (--seq-len; the built-in student's max_positions), "
+             "shorter replies (--max-completion-tokens), or use an env with fewer turns",
+    PAST_TAG: "replies ran on past their closing tag ({tags}) to the completion limit: the answer "
+              "was written and the student did not stop. A larger completion limit will not help; "
+              "a student warm-started on replies that end at the tag (or a stop at it) will",
+    REPLY_LIMIT: "replies were cut before they ended: raise the completion limit "
+                 "(--max-completion-tokens) or shorten the task",
+}
+
+
 def _pearson(xs: list[float], ys: list[float]) -> float | None:
     if len(xs) < 3 or statistics.pstdev(xs) == 0 or statistics.pstdev(ys) == 0:
         return None
@@ -86,10 +157,13 @@ def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
     tools = [tool_calls(r) for r in rows]
     if all(t is not None for t in tools):
         effort_kind, effort = "tool_calls", [float(t) for t in tools]
+    elif any(is_episode(r) for r in rows):   # an episode's length is the env's: read per reply
+        effort_kind, effort = "reply_length", [reply_length(r) for r in rows]
     else:
         effort_kind, effort = "completion_length", [float(completion_length(r)) for r in rows]
     corr = _pearson(effort, rewards)
-    truncated = sum(1 for r in rows if r.get("is_truncated")) / len(rows)
+    causes = Counter(c for c in map(truncation_cause, rows) if c)
+    truncated = sum(1 for r in rows if r.get("is_truncated") or truncation_cause(r)) / len(rows)
     reasons = []
     if len(sizes) > 1:
         reasons.append("group sizes differ: " + json.dumps(dict(sorted(sizes.items())))
@@ -101,8 +175,14 @@ def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
         reasons.append(f"effort correlation {corr:+.3f} < {MIN_EFFORT_CORR} ({effort_kind}): "
                        "effort buys risk, so the cheapest policy wins")
     if truncated > MAX_TRUNCATION:
-        reasons.append(f"truncation rate {truncated:.3f} > {MAX_TRUNCATION}: raise the "
-                       "completion limit or shorten the task")
+        tags = ", ".join(closing_tags(rows))
+        reasons.append(f"truncation rate {truncated:.3f} > {MAX_TRUNCATION}: " + "; ".join(
+            f"{causes[c]} of {len(rows)} {TRUNCATION_ADVICE[c].format(tags=tags)}"
+            for c in (CONTEXT, PAST_TAG, REPLY_LIMIT) if causes[c]))
+    notes = []
+    if causes[CONTEXT] and truncated <= MAX_TRUNCATION:   # below the bar, still named
+        notes.append(f"{causes[CONTEXT]} of {len(rows)} episodes ended prompt_too_long: the "
+                     "student's context filled before the env ended them")
     return {
         "rows": len(rows), "groups": len(groups),
         "group_sizes": {str(k): v for k, v in sorted(sizes.items())},
@@ -115,8 +195,12 @@ def diagnose(rows: list[dict], success_threshold: float = SUCCESS_THRESHOLD,
         "effort_correlation": None if corr is None else round(corr, 4),
         "mean_reward": round(statistics.fmean(rewards), 4),
         "truncation_rate": round(truncated, 4),
+        # why the truncated rollouts were cut: context (prompt_too_long), past_closing_tag,
+        # reply_limit (truncation_cause)
+        "truncation_causes": {c: causes[c] for c in (CONTEXT, PAST_TAG, REPLY_LIMIT)},
         "verdict": "FAIL" if reasons else "PASS",
         "reasons": reasons,
+        "notes": notes,
     }
 
 
@@ -130,8 +214,11 @@ def render(d: dict) -> str:
         f"{d['live_fraction_reward']:.3f} on raw reward",
         f"effort correlation   {corr} (reward vs {d['effort_kind']})",
         f"mean reward          {d['mean_reward']:.4f}",
-        f"truncation rate      {d['truncation_rate']:.3f}",
+        f"truncation rate      {d['truncation_rate']:.3f}"
+        + (" (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in d["truncation_causes"].items() if v)
+           + ")" if any(d["truncation_causes"].values()) else ""),
         f"verdict              {d['verdict']}",
     ]
     lines += [f"  - {r}" for r in d["reasons"]]
+    lines += [f"  note: {n}" for n in d["notes"]]
     return "\n".join(lines)

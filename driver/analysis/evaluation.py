@@ -44,14 +44,17 @@ def _numeric_view(row: dict) -> dict:
 
 
 def aggregate(eval_file: Path, selection_env: str | None = None, view=None, *,
-              selection_expected: bool = False, unique_ids: bool = False) -> dict:
+              selection_expected: bool = False, unique_ids: bool = False,
+              draws_envs: dict[str, str] | None = None) -> dict:
     """The eval split's numbers; rows of the hub's selection split (labelled by the env name
     `selection_env` or by the selection metric, rl_contract.rows) are summarized apart under
-    "selection". `view` cuts one parsed line to its numbers (the dialect's, for rows that are
+    "selection", and each split's stochastic draws (rows of the env named for it in
+    `draws_envs`, several per example) under its "draws" (draws_summary). `view` cuts one parsed line to its numbers (the dialect's, for rows that are
     not classic rollout rows). Rows that break the row contract (no example id, a selection
     split the configs asked for but no row labelled as its, ids repeating within a split of one
     rollout per example) stop here rather than mix splits or pair the wrong examples."""
     view = view or _numeric_view
+    drawn = {name: split for split, name in (draws_envs or {}).items()}
     path = Path(eval_file)
     if not path.exists():
         raise DriverError(f"eval file missing: {path}. The trainer did not write its final eval; "
@@ -65,6 +68,8 @@ def aggregate(eval_file: Path, selection_env: str | None = None, view=None, *,
         chosen = (selection_env is not None and v.get("env_name") == selection_env) or \
             v["metrics"].get(rows.SELECTION_METRIC, 0.0) >= 0.5
         v["split"] = "selection" if chosen else "eval"
+        if v.get("env_name") in drawn:   # a draw (its env labels it as its split's too)
+            v["split"] = drawn[v["env_name"]] + "_draws"
         views.append(v)
     broken = rows.problems(views, selection_expected=selection_expected,
                            unique_ids=unique_ids)
@@ -88,7 +93,40 @@ def aggregate(eval_file: Path, selection_env: str | None = None, view=None, *,
         summary["selection"] = {k: sel[k] for k in ("eval_acc", "n_eval", "correct_by_example")}
         summary["selection"]["n_errored"] = sum(1 for v in views if v["split"] == "selection"
                                                 and v.get("errored"))
+    for split, into in (("eval", summary), ("selection", summary.get("selection"))):
+        drawn_rows = [v for v in views if v["split"] == f"{split}_draws"]
+        if drawn_rows and into is not None:
+            into["draws"] = draws_summary(drawn_rows)
     return summary
+
+
+def draws_summary(views: list[dict]) -> dict:
+    """A split's stochastic draws (seed 003's second measurement): the per-draw success rate
+    over every scored draw (not the success of the best of an example's draws), and each
+    example's mean over its own draws, which the paired test compares (stats.paired_means).
+    Errored draws are counted apart, as errored greedy rollouts are."""
+    scored = [v for v in views if not v.get("errored")]
+    by_example: dict[str, list[int]] = {}
+    pops: dict[str, list[int]] = {}
+    for v in scored:
+        ok = _passed(v)
+        by_example.setdefault(str(v["example_id"]), []).append(ok)
+        pop = population_of(v["metrics"])
+        if pop is not None:
+            pops.setdefault(pop, []).append(ok)
+    n = sum(len(x) for x in by_example.values())
+    out = {"acc": sum(sum(x) for x in by_example.values()) / n if n else None, "n": n,
+           "n_examples": len(by_example), "n_errored": len(views) - len(scored),
+           "per_example": max((len(x) for x in by_example.values()), default=0),
+           "mean_by_example": {k: sum(x) / len(x) for k, x in sorted(by_example.items())}}
+    if pops and sum(len(x) for x in pops.values()) == n:
+        out["acc_by_population"] = {k: sum(x) / len(x) for k, x in sorted(pops.items())}
+    return out
+
+
+def _passed(v: dict) -> int:
+    ok = v["metrics"].get("is_correct")
+    return int(ok >= SUCCESS_THRESHOLD) if ok is not None else int(v["reward"] >= SUCCESS_THRESHOLD)
 
 
 def _summarize(views: list[dict]) -> dict:
@@ -96,8 +134,7 @@ def _summarize(views: list[dict]) -> dict:
     by_example: dict[str, list[int]] = {}
     lenient: list[float] = []
     for v in views:
-        ok = v["metrics"].get("is_correct")
-        ok = int(ok >= SUCCESS_THRESHOLD) if ok is not None else int(v["reward"] >= SUCCESS_THRESHOLD)
+        ok = _passed(v)
         oks.append(ok)
         by_example.setdefault(str(v["example_id"]), []).append(ok)
         if "lenient_correct" in v["metrics"]:
@@ -124,20 +161,43 @@ def _summarize(views: list[dict]) -> dict:
     return summary
 
 
-def selection_score(entry: dict) -> float:
+GREEDY, DRAWS = "greedy", "draws"   # the two measurements of an arm (seed 003)
+
+
+def deciding_measure(entries: list[dict]) -> str:
+    """The measurement choices are made on: the per-draw success rate over the stochastic draws
+    (the less noisy of seed 003's two: k responses per example where greedy has one) when every
+    evaluated arm has it, on each split it is chosen on; else greedy pass@1."""
+    measured = [e for e in entries if e.get("eval_acc") is not None]
+    if measured and all(e.get("draws_acc") is not None and (
+            e.get("selection_acc") is None or e.get("selection_draws_acc") is not None)
+            for e in measured):
+        return DRAWS
+    return GREEDY
+
+
+def selection_score(entry: dict, measure: str = GREEDY) -> float:
     """What arms are compared on when choosing (the best iteration, the recommended checkpoint,
     the accuracy a teacher calibrates on): the selection split's accuracy when the hub env has
-    one, else the eval split's (and the summary then says so)."""
+    one, else the eval split's (and the summary then says so), on `measure`."""
+    if measure == DRAWS:
+        sel = entry.get("selection_draws_acc")
+        return sel if sel is not None else entry["draws_acc"]
     sel = entry.get("selection_acc")
     return sel if sel is not None else entry["eval_acc"]
 
 
-def verdict(acc: float, prev_acc: float | None, iter0_acc: float | None) -> str | None:
+def verdict(acc: float, prev_acc: float | None, iter0_acc: float | None,
+            n: int | None = None) -> str | None:
     """The seed's verdict: improved (Δ >= +0.01), flat, regressed (Δ <= -0.01), collapsed (a
-    drop of more than half of iter_0's accuracy)."""
+    drop of more than half of iter_0's accuracy). With the examples behind both accuracies (n),
+    "collapsed" also needs the drop to be resolved: the two accuracies' Wilson 95% intervals
+    apart. 1 -> 0 of 100 is a regression the test cannot tell from noise, not a collapse."""
     if prev_acc is None:
         return None
-    if iter0_acc is not None and iter0_acc > 0 and acc < iter0_acc * 0.5:
+    if iter0_acc is not None and iter0_acc > 0 and acc < iter0_acc * 0.5 and (
+            n is None or wilson_interval(round(acc * n), n)[1]
+            < wilson_interval(round(iter0_acc * n), n)[0]):
         return COLLAPSED
     delta = acc - prev_acc
     if delta >= 0.01 - 1e-12:

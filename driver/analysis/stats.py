@@ -5,6 +5,11 @@ discordant examples (right in one arm, wrong in the other) carry information. Th
 exact McNemar test (a two-sided binomial test of the discordant counts at 1/2); the 95%
 interval of the lift is Newcombe's hybrid score interval for a difference of paired proportions
 (method 10), which stays inside [-1, 1] and behaves at small counts where a Wald interval does not.
+
+The stochastic draws (seed 003's second measurement, k draws per example) are compared on each
+example's mean over its own draws, paired by example (`paired_means`): a paired t-test over the
+per-example differences, with its t interval. The draws of one example are not independent of
+each other (the same problem), so the example, not the draw, is the unit: n is the examples.
 """
 from __future__ import annotations
 
@@ -41,6 +46,34 @@ def paired(base: dict[str, int], arm: dict[str, int]) -> dict:
     p_value = mcnemar_exact(b, c)
     return {"n": n, "gained": c, "lost": b, "lift": lift, "lift_ci": [max(-1.0, lo), min(1.0, hi)],
             "p_value": p_value, "significant": p_value < ALPHA}
+
+
+def paired_means(base: dict[str, float], arm: dict[str, float]) -> dict:
+    """base/arm: {example_id: mean success over its draws}. Compared on the ids both have:
+    the lift is the mean per-example difference (equal to the difference of per-draw success
+    rates when every example has as many draws), tested by a paired t-test, with its 95%
+    t interval. Where every difference is zero there is nothing to test (p = 1)."""
+    ids = sorted(set(base) & set(arm))
+    n = len(ids)
+    if n == 0:
+        return {"n": 0}
+    diffs = [arm[i] - base[i] for i in ids]
+    lift = sum(diffs) / n
+    gained, lost = sum(1 for d in diffs if d > 0), sum(1 for d in diffs if d < 0)
+    if n < 2 or all(d == diffs[0] for d in diffs):
+        # no spread to test against: nothing moved (p = 1), or every example moved alike, where
+        # the exact sign test's p is the only one defined
+        p_value = 1.0 if lift == 0 or n < 2 else min(1.0, 2 * 0.5 ** n)
+        ci = [lift, lift]
+    else:
+        from scipy.stats import ttest_1samp
+
+        res = ttest_1samp(diffs, 0.0)
+        p_value = float(res.pvalue)
+        low, high = res.confidence_interval(0.95)
+        ci = [max(-1.0, float(low)), min(1.0, float(high))]
+    return {"n": n, "gained": gained, "lost": lost, "lift": lift, "lift_ci": ci,
+            "p_value": p_value, "significant": p_value < ALPHA, "test": "paired t"}
 
 
 def mcnemar_exact(b: int, c: int) -> float:

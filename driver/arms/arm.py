@@ -19,7 +19,6 @@ class Arm:
     resume_step: int | None   # iter_0's final step, or None to start from base
     package: str | None = None   # generated env package name
     dataset: Path | None = None  # rows for the generated env
-    full_eval: bool = False      # a control: evaluated on the hub's whole eval split
     # the generated env's name in configs: its package name without the run's tag, so a seed
     # gives the same draws in every run directory
     source_name: str | None = None
@@ -74,24 +73,36 @@ def config_files(ctx: Ctx, own: Path) -> list[Path]:
     return [shared, own] if shared.exists() else [own]
 
 
-def eval_knobs(ctx: Ctx, arm: Arm) -> Knobs:
-    """The one eval configuration every arm is measured with: the run's knobs (a teacher's
-    hparams.json changes its iteration's training only). A control is evaluated on the hub's
-    whole eval (and selection) split, as the procedure asks, where iterations use
-    --eval-examples of them."""
-    if not arm.full_eval:
-        return ctx.knobs
-    sizes = [ctx.hub["eval_size"], (ctx.hub.get("selection") or {}).get("size", 0)]
-    return ctx.knobs.model_copy(update={"eval_examples": max(ctx.knobs.eval_examples, *sizes)})
+def draw_seeds(ctx: Ctx) -> str | None:
+    """How this run's stochastic eval draws are seeded, or None where its evals cannot sample
+    them beside the greedy rollout: the embedded trainer samples an eval env of several rollouts
+    per example at its draw temperature; current prime-rl takes a sampling override per eval
+    source; classic prime-rl has one [orchestrator.eval.sampling] for every eval env, and a
+    hosted run's per-env eval sampling is not verified (Backend.eval_draw_seeds)."""
+    if ctx.backend is None:   # records only: the draws the run recorded
+        return ctx.state.eval_draws and "as recorded" or None
+    return ctx.backend.eval_draw_seeds(ctx.dialect.per_source_eval_sampling)
+
+
+def eval_knobs(ctx: Ctx, arm: Arm | None = None) -> Knobs:
+    """The one eval configuration every arm is measured with, controls included, so that each
+    arm's n is the n of its lift: the run's knobs (a teacher's hparams.json changes its
+    iteration's training only), with no draws where the backend cannot sample them."""
+    if ctx.knobs.eval_draws and draw_seeds(ctx) is None:
+        return ctx.knobs.model_copy(update={"eval_draws": 0})
+    return ctx.knobs
 
 
 def expected_eval_rows_by_split(ctx: Ctx, arm: Arm) -> dict[str, int]:
-    """Rows of the final eval file per split ("eval", "selection"): every eval env block the
-    configs carry (the eval split, and the selection split when the hub env has one), as the
+    """Rows of the final eval file per split ("eval", "selection", and each one's draws,
+    "eval_draws", "selection_draws"): every eval env block the configs carry (the eval split,
+    the selection split when the hub env has one, and their draws under --eval-draws), as the
     dialect renders them."""
-    rows = {"eval": 0, "selection": 0}
+    rows = {"eval": 0, "selection": 0, "eval_draws": 0, "selection_draws": 0}
+    draws = {name: f"{split}_draws" for split, name in ctx.dialect.draws_envs.items()}
     for b in ctx.dialect.eval_env_blocks(ctx.hub, eval_knobs(ctx, arm)):
-        split = "selection" if b.get("name") == ctx.dialect.selection_env else "eval"
+        split = draws.get(b.get("name")) or (
+            "selection" if b.get("name") == ctx.dialect.selection_env else "eval")
         rows[split] += b["num_examples"] * b.get("rollouts_per_example", b.get("group_size", 1))
     return rows
 

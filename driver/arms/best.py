@@ -15,13 +15,14 @@ def best_iteration(ctx: Ctx) -> dict | None:
     if not iters:
         return None
     # chosen on the selection split when the hub env has one, so that the eval split it is
-    # then reported on played no part in choosing it
-    best = max(iters, key=lambda m: (evaluation.selection_score(m), -m["iter"]))  # ties: the earliest
+    # then reported on played no part in choosing it; on the draws where every arm has them
+    measure = evaluation.deciding_measure(iters)
+    best = max(iters, key=lambda m: (evaluation.selection_score(m, measure), -m["iter"]))  # ties: the earliest
     d = ctx.iter_dir(best["iter"])
     rel = d.relative_to(ctx.rd.path)  # paths relative to the run directory: it can move
     record = {"best_iter": best["iter"], "eval_acc": best["eval_acc"],
               "chosen_on": "selection" if best.get("selection_acc") is not None else "eval",
-              "selection_acc": best.get("selection_acc"),
+              "selection_acc": best.get("selection_acc"), "measure": measure,
               "dataset": str(rel / ArmFiles.DATASET),
               "env_dir": str(rel / package_name(ctx.state.dataset, f"iter_{best['iter']}", ctx.state.env_tag)),
               "rl_toml": str(rel / ArmFiles.CONFIG)}

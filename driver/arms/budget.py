@@ -17,10 +17,10 @@ LAUNCH_WORDS = {"train": "training run", "eval": "final-weights eval", "probe": 
 
 
 def _eval_rows(ctx: Ctx, control: bool) -> int:
-    """The eval rows an arm samples: an iteration's (--eval-examples of each split) or a
-    control's (the whole splits)."""
+    """The eval rows an arm samples: --eval-examples of each split, greedy and drawn, the same
+    for an iteration and a control."""
     return expected_eval_rows(ctx, Arm("control" if control else "iteration", ctx.rd.path,
-                                       resume_step=None, full_eval=control))
+                                       resume_step=None))
 
 
 def _train_rollouts(ctx: Ctx) -> int:
@@ -45,8 +45,8 @@ def _billed(ctx: Ctx) -> list[reserve.Billed]:
 
 def _cost_scales(ctx: Ctx) -> dict[str, float]:
     """A control's launch over an iteration's, kind by kind: its training run samples the same
-    train rollouts (and, where the dialect evaluates inside it, the whole splits' eval rows), its
-    final-weights eval the whole splits' rows."""
+    train rollouts and eval rows (where the dialect evaluates inside it), its final-weights
+    eval the same rows: 1 today, kept as a ratio so that an arm of another shape is priced."""
     it, ctl = _eval_rows(ctx, False), _eval_rows(ctx, True)
     inside = 0 if ctx.dialect.separate_final_eval else 1
     return {"train": reserve.control_scale(_train_rollouts(ctx), inside * it, inside * ctl),

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from driver import faults
 from driver.analysis import evaluation
-from driver.arms.arm import Arm, eval_knobs, expected_eval_rows_by_split
+from driver.dialects.classic import DRAW_TEMPERATURE
+from driver.arms.arm import Arm, draw_seeds, eval_knobs, expected_eval_rows_by_split
 from driver.arms.seal import seal_arm, set_aside_sealed
 from driver.arms.train import retire_failed
 from driver.run.arm_files import ArmFiles
@@ -17,14 +18,19 @@ from driver.run.files import atomic_write_json, read_json
 
 def eval_config(ctx: Ctx, arm: Arm) -> dict:
     """The eval configuration the arm was measured with, as its config rendered it: the same
-    completion limit and sampling for every arm (a teacher's hparams.json never reaches an
-    eval); iterations on --eval-examples of each split, controls on all of it."""
+    completion limit, sampling and examples for every arm (a teacher's hparams.json never
+    reaches an eval), and the stochastic draws per example beside the greedy rollout."""
     knobs = eval_knobs(ctx, arm)
-    return {"max_completion_tokens": knobs.max_completion_tokens,
-            "temperature": knobs.eval_temperature,
-            "examples": {b.get("name") or "eval": b["num_examples"]
-                         for b in ctx.dialect.eval_env_blocks(ctx.hub, knobs)},
-            "measures": measures(ctx)}
+    cfg = {"max_completion_tokens": knobs.max_completion_tokens,
+           "temperature": knobs.eval_temperature,
+           "draws": knobs.eval_draws,
+           "examples": {b.get("name") or "eval": b["num_examples"]
+                        for b in ctx.dialect.eval_env_blocks(ctx.hub, knobs)},
+           "measures": measures(ctx)}
+    if knobs.eval_draws:
+        cfg["draw_temperature"] = DRAW_TEMPERATURE
+        cfg["draw_seeds"] = draw_seeds(ctx)
+    return cfg
 
 
 def measures(ctx: Ctx) -> str:
@@ -51,7 +57,7 @@ def evaluate(ctx: Ctx, arm: Arm, rows: int | None, extra: dict | None = None) ->
                                            selection_env=ctx.dialect.selection_env,
                                            view=ctx.dialect.eval_view,
                                            selection_expected=bool(ctx.hub.get("selection")),
-                                           unique_ids=True)
+                                           unique_ids=True, draws_envs=ctx.dialect.draws_envs)
         except DriverError:
             # a missing or torn eval file cannot be repaired by reading it again: retire this
             # attempt (kept beside the next, its eval sealed) so that resuming trains the arm
@@ -114,6 +120,9 @@ def _accuracy_line(summary: dict) -> str:
             lo, hi = evaluation.wilson_interval(round(s["eval_acc"] * s["n_eval"]), s["n_eval"])
             parts.append(f"{label} {100 * s['eval_acc']:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] "
                          f"(n = {s['n_eval']})")
+            d = s.get("draws") or {}
+            if d.get("n"):
+                parts[-1] += f", draws {100 * d['acc']:.1f}% (n = {d['n']})"
     return "; ".join(parts) or "no eval rows"
 
 
@@ -140,7 +149,8 @@ def _train_reward(ctx: Ctx, arm: Arm) -> dict:
             d = diagnose.diagnose(last_rows[1])
             out["train_diagnose"] = {"step": last, **{k: d[k] for k in (
                 "groups", "uniform_groups", "live_fraction_outcome", "live_fraction_reward",
-                "effort_kind", "effort_correlation", "truncation_rate", "verdict", "reasons")}}
+                "effort_kind", "effort_correlation", "truncation_rate", "truncation_causes",
+                "notes", "verdict", "reasons") if k in d}}
         except ValueError as e:
             out["train_diagnose"] = {"step": last, "verdict": "n/a", "reasons": [str(e)]}
     return out
@@ -164,11 +174,15 @@ def _billed(ctx: Ctx, arm: Arm) -> dict:
 
 def metrics_entry(summary: dict, **extra) -> dict:
     keep = ("eval_acc", "eval_reward_mean", "n_eval", "n_errored", "eval_lenient_acc", "train_reward_mean",
-            "checkpoint", "rows", "final_step", "train_diagnose", "eval_config", "cost_usd",
+            "checkpoint", "rows", "rows_from", "final_step", "train_diagnose", "eval_config", "cost_usd",
             "env_hub_ref")
     entry = {k: summary.get(k) for k in keep if k in summary}
     if summary.get("selection"):
         entry["selection_acc"] = summary["selection"]["eval_acc"]
         entry["n_selection"] = summary["selection"]["n_eval"]
+        if (summary["selection"].get("draws") or {}).get("n"):
+            entry["selection_draws_acc"] = summary["selection"]["draws"]["acc"]
+    if (summary.get("draws") or {}).get("n"):
+        entry["draws_acc"], entry["n_draws"] = summary["draws"]["acc"], summary["draws"]["n"]
     entry.update(extra)
     return entry

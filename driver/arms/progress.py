@@ -13,22 +13,29 @@ from driver import clock
 
 def training(dialect, out: Path, start_step: int, final_step: int, launched_ts: float | None) -> dict:
     """The launch's newest batch on disk names the trainer step under way (the layout says
-    which rollouts directory holds which step's batch: rl_contract)."""
+    which rollouts directory holds which step's batch: rl_contract). A built-in student built
+    inside the launch (student_build.json) is counted apart: before the first step the payload
+    carries the build's own progress (`build`), and the first step's time is measured from the
+    build's end, so a ten-minute SFT build is never read as the time of one training step."""
     steps = dialect.train_steps(out, start_step, final_step)
     step = dialect.trained_step(max(steps)) if steps else start_step
     done = len(steps)
     total = max(1, final_step - start_step)
+    build = build_record(out, launched_ts)
     eta = None
     if done >= 1:
         first = dialect.train_file(out, min(steps)).stat().st_mtime
         last = dialect.train_file(out, max(steps)).stat().st_mtime
         origin = launched_ts if launched_ts else first
+        if build is not None and build["ended_ts"] is not None:
+            origin = max(origin, min(build["ended_ts"], first))   # the build is not a step
         # per-step time after the first step (start-up is not repeated); fall back to the average
         per_step = (last - first) / (done - 1) if done >= 2 else (last - origin)
         eta = max(0.0, per_step * (final_step - step))
     return {"step": step, "max_steps": final_step, "start_step": start_step,
             "fraction": round(done / total, 4), "eta_s": None if eta is None else round(eta, 1),
-            "elapsed_s": round(time.time() - launched_ts, 1) if launched_ts else None}
+            "elapsed_s": round(time.time() - launched_ts, 1) if launched_ts else None,
+            "build": build if done == 0 and build is not None else None}
 
 
 def duration(seconds: float | None) -> str:
@@ -46,8 +53,16 @@ def bar(fraction: float, width: int = 20) -> str:
 
 
 def line(name: str, p: dict) -> str:
+    """One arm's progress: its train steps, or, before the first, the student's build."""
+    b = p.get("build")
+    if b is not None and not b["done"]:
+        return (f"[{name}] building the student: sft step {b['step']}/{b['steps']} "
+                f"{bar(b['step'] / max(1, b['steps']))} · eta {duration(b['eta_s'])} "
+                f"(then {p['max_steps'] - p['start_step']} train steps)")
     return (f"[{name}] step {p['step']}/{p['max_steps']} {bar(p['fraction'])} "
-            f"{100 * p['fraction']:.0f}% · eta {duration(p['eta_s'])}")
+            f"{100 * p['fraction']:.0f}% · eta {duration(p['eta_s'])}"
+            + (" (the student is built; the first step's time is not measured yet)"
+               if b is not None else ""))
 
 
 # The embedded trainer builds its built-in student (embedded_trainer/recipe.py) inside the
@@ -56,15 +71,34 @@ def line(name: str, p: dict) -> str:
 BUILD_PROGRESS = "student_build.json"
 
 
+def build_record(out: Path, launched_ts: float | None = None) -> dict | None:
+    """The built-in student's build as the launch's output dir records it: SFT step of steps,
+    loss, elapsed and eta seconds, whether its last step is written (`done`) and when
+    (`ended_ts`, the file's time then); None when no build of this launch is there (a file
+    older than the launch is another launch's)."""
+    path = out / BUILD_PROGRESS
+    try:
+        p = json.loads(path.read_text())
+        mtime = path.stat().st_mtime
+        rec = {"step": int(p["step"]), "steps": int(p["steps"]), "loss": float(p["loss"]),
+               "elapsed_s": float(p.get("elapsed_s") or 0.0), "eta_s": float(p["eta_s"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if launched_ts is not None and mtime < launched_ts - 1.0:
+        return None
+    rec["done"] = rec["step"] >= rec["steps"]
+    rec["ended_ts"] = mtime if rec["done"] else None
+    return rec
+
+
 def student_build(out: Path) -> str | None:
     """The built-in student's build as the launch's output dir says it (SFT step, loss, eta),
     or None when no build is under way there."""
-    try:
-        p = json.loads((out / BUILD_PROGRESS).read_text())
-        return (f"building the student: sft step {int(p['step'])}/{int(p['steps'])} loss "
-                f"{float(p['loss']):.4f} · eta {duration(float(p['eta_s']))}")
-    except (OSError, ValueError, KeyError, TypeError):
+    p = build_record(out)
+    if p is None:
         return None
+    return (f"building the student: sft step {p['step']}/{p['steps']} loss "
+            f"{p['loss']:.4f} · eta {duration(p['eta_s'])}")
 
 
 class Printer:

@@ -128,5 +128,5 @@ def control_arm(ctx: Ctx, spec: ControlArm) -> Arm:
     d = ctx.rd.path / spec.directory
     return Arm(spec.name, d, resume_step=ctx.state.iter_0_step if spec.start == "anchor" else None,
                package=package_name(ctx.state.dataset, spec.name, ctx.state.env_tag),
-               dataset=d / ArmFiles.DATASET, full_eval=True,
+               dataset=d / ArmFiles.DATASET,
                source_name=package_name(ctx.state.dataset, spec.name))

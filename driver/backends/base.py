@@ -138,6 +138,12 @@ class Backend(Protocol):
         """One line for the run header: the command and where it runs."""
         ...
 
+    def eval_draw_seeds(self, per_source_eval_sampling: bool) -> str | None:
+        """How the stochastic eval draws (--eval-draws) are seeded on this backend, for each
+        arm's eval_config, or None where its evals cannot sample draws beside the greedy
+        rollout (`per_source_eval_sampling`: the dialect lets one eval env sample apart)."""
+        ...
+
 
 # Optional capabilities: a backend has them or not (isinstance), so the seam above stays what
 # every backend honours.

@@ -13,7 +13,7 @@ from driver.backends.prime_rl import probe_override
 from driver.errors import UsageError
 
 PROBE_MODULE = "embedded_trainer.probe"
-PLAYS = ("single_turn", "multi_turn")   # the kinds of episodes the embedded trainer plays
+PLAYS = ("single_turn", "multi_turn", "tools")   # the kinds of episodes the embedded trainer plays
 
 
 @dataclass(frozen=True)
@@ -42,23 +42,31 @@ class Local:
         # the embedded trainer's [embedded] seed is not a prime-rl key: a flag after the checks
         return ["--embedded.seed", str(seed)]
 
+    def eval_draw_seeds(self, per_source_eval_sampling: bool) -> str | None:
+        # the embedded trainer samples an eval env of several rollouts per example as draws,
+        # each batch from a seed of (env, batch), and names each row's env, which is how the
+        # draws are told from the greedy rollouts (embedded_trainer/rl.py::evaluate). A stand-in
+        # (DRIVER_RL_COMMAND) that writes classic prime-rl's rows names none: greedy only there
+        if self.stand_in:
+            return None
+        return "fixed per batch of examples, common to every arm"
+
     def describe(self) -> str:
         return " ".join(self.trainer().argv)
 
     def refuse_episodes(self, hub: dict) -> str | None:
-        """The embedded trainer plays single-turn and multi-turn episodes (the env's own rollout
-        loop: embedded_trainer/episodes.py), not tool calls."""
+        """The embedded trainer plays single-turn, multi-turn and tool-using episodes (the env's
+        own rollout loop, tool calls parsed as vLLM's hermes parser does:
+        embedded_trainer/episodes.py); a kind introspection names that it does not know is
+        refused before a run directory exists."""
         it = hub.get("interaction") or {}
-        if it.get("kind", "single_turn") in PLAYS:
+        kind = it.get("kind", "single_turn")
+        if kind in PLAYS:
             return None
-        tools = ", ".join(it.get("tools") or []) or "?"
-        return (f"{hub.get('env_id')} is a tool-using environment ({hub.get('env_class')}; tools: "
-                f"{tools}): its episodes go on as the model calls tools, and the embedded trainer "
-                "(--backend local) does not parse tool calls out of the model's text. It plays "
-                "single-turn and multi-turn environments (the env's own env_response, stop "
-                "conditions and max_turns). Nothing was created. What works: --backend prime_rl "
-                "--prime-rl-dir DIR on a GPU machine (vLLM parses the model's tool calls), or a "
-                "single-turn or multi-turn env without tools on --backend local.")
+        return (f"{hub.get('env_id')} ({hub.get('env_class')}) plays episodes of a kind the embedded "
+                f"trainer (--backend local) does not know ({kind!r}); it plays single-turn, "
+                "multi-turn and tool-using environments. Nothing was created. What works: "
+                "--backend prime_rl --prime-rl-dir DIR on a GPU machine.")
 
 
 def build(prime_rl_dir: str | None = None) -> Local:

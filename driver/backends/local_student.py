@@ -17,7 +17,7 @@ from driver.errors import UsageError
 from driver.run.model import SOLVER_MIN_ROWS, SOLVER_MIN_SHARE, RunState
 
 
-def check(state: RunState, backend: Backend, hub: dict[str, Any]) -> None:
+def check(state: RunState, backend: Backend, hub: dict[str, Any]) -> int | None:
     """--backend local with the built-in student (`builtin:...`): refuse, before anything is
     created, a recipe the embedded trainer cannot build for this env: no built one cached or
     shipped, and no corpus to warm-start it from (the stream's `warm_start_corpus` in the env's
@@ -26,10 +26,13 @@ def check(state: RunState, backend: Backend, hub: dict[str, Any]) -> None:
     to introspection, which reports it. With --student-solver, the solver's corpus is built
     first and the student named by it (_solver_corpus). A student that must be built is timed
     over a few SFT steps here: a build longer than --startup-timeout is refused, naming the
-    limit that fits."""
+    limit that fits, or, where --model names no sft_steps, sized down to fit it. Returns the
+    student's context (its positions) where the job reads it."""
     if backend.name != "local" or not state.model.startswith("builtin:"):
-        return
-    multi_turn = (hub.get("interaction") or {}).get("kind") == "multi_turn"
+        return None
+    sizable = "sft_steps=" not in state.model   # the build's size is the recipe's, not the user's
+    # a tool-using env's episodes are multi-turn too: the solver's next_move plays each turn
+    multi_turn = (hub.get("interaction") or {}).get("kind") in ("multi_turn", "tools")
     if state.student_solver:
         _solver_corpus(state, backend, state.student_solver, multi_turn)
     try:
@@ -38,7 +41,7 @@ def check(state: RunState, backend: Backend, hub: dict[str, Any]) -> None:
     except envside.EnvsideError as e:
         print(f"note: could not check that {state.model} can be built for {state.dataset} "
               f"({e}); iter_0 will tell", file=sys.stderr, flush=True)
-        return
+        return None
     if got.env_recipe:   # the bare built-in name on an env that names its own student
         print(f"student: {state.dataset}'s package names its own built-in student: --model "
               f"{got.env_recipe}", file=sys.stderr, flush=True)
@@ -47,12 +50,16 @@ def check(state: RunState, backend: Backend, hub: dict[str, Any]) -> None:
     if why:
         raise UsageError(why + "\n" + routes(got, state.dataset, multi_turn))
     if got.build:
-        _check_build_time(state, got.build)
+        _check_build_time(state, got.build, sizable)
+    return got.context
 
 
-def _check_build_time(state: RunState, build: dict[str, Any]) -> None:
+def _check_build_time(state: RunState, build: dict[str, Any], sizable: bool = False) -> None:
     """Say what building the student costs before it starts, and refuse a build that cannot
-    finish within --startup-timeout (iter_0's trainer writes no step while it builds)."""
+    finish within --startup-timeout (iter_0's trainer writes no step while it builds). Where
+    the size is the recipe's own (`sizable`: --model names no sft_steps), a build too long for
+    the limit is sized down to the SFT steps that fit here instead, and said so, as long as at
+    least a quarter of the recipe's steps fit."""
     minutes = build["estimate_s"] / 60
     said = (f"the student {state.model} is built before iter_0 trains: {build['params']:,} "
             f"parameters, {build['sft_steps']} SFT steps of {build['sft_batch']} on "
@@ -62,6 +69,14 @@ def _check_build_time(state: RunState, build: dict[str, Any]) -> None:
     if build["estimate_s"] * 1.2 > limit:   # a fifth more: the machine's load moves the measure
         fits = math.ceil(build["estimate_s"] * 1.5 / 60)
         steps = max(1, int(limit / 1.2 / max(build["seconds_per_step"], 1e-6)))
+        if sizable and steps * 4 >= build["sft_steps"]:
+            state.model = f"{state.model}{'&' if '?' in state.model else '?'}sft_steps={steps}"
+            print(f"student build: {said}, longer than --startup-timeout ({limit / 60:g} min); sized "
+                  f"to fit it: --model {state.model} ({steps} of the recipe's {build['sft_steps']} "
+                  f"steps, about {steps * build['seconds_per_step'] / 60:.0f} min here: a weaker "
+                  f"student). For the recipe's full build: --startup-timeout {fits}m",
+                  file=sys.stderr, flush=True)
+            return
         raise UsageError(
             f"{said}, longer than --startup-timeout ({limit / 60:g} min), which would stop it. "
             f"Nothing was created. Run again with --startup-timeout {fits}m, or a shorter build "
@@ -156,8 +171,11 @@ def refusal(got: envside.StudentCheck, model: str, dataset: str) -> str | None:
 
 
 SOLVER_SOLVE = "solve(question: str, info: dict) -> str | None"
-SOLVER_MOVE = ("next_move(messages: list[dict], info: dict) -> str | None (the env is multi-turn: "
-               "called once per turn with the conversation so far, it returns the next reply)")
+SOLVER_MOVE = ("next_move(messages: list[dict], info: dict) -> str | dict | None (the env is "
+               "multi-turn: called once per turn with the conversation so far, it returns the next "
+               "reply; on a tool-using env a reply may call tools, as a message dict with "
+               "tool_calls [{\"name\": ..., \"arguments\": {...}}] or as text with "
+               "<tool_call>{\"name\": ..., \"arguments\": {...}}</tool_call>)")
 
 
 def routes(got: envside.StudentCheck, dataset: str, multi_turn: bool = False) -> str:

@@ -81,6 +81,10 @@ class PrimeRL:
         ports = [urlparse(str(u)).port or launch.DEFAULT_SERVER_PORT for u in urls]
         return list(dict.fromkeys(ports))
 
+    def eval_draw_seeds(self, per_source_eval_sampling: bool) -> str | None:
+        # prime-rl's EvalSamplingConfig has no seed (configs/orchestrator.py:74-94@559b447)
+        return "none: the inference server samples them unseeded" if per_source_eval_sampling else None
+
     def describe(self) -> str:
         return " ".join(self.rl.argv) + (f" (in {self.rl.cwd})" if self.rl.cwd else "")
 

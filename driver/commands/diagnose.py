@@ -12,7 +12,10 @@ DIAGNOSE_THRESHOLDS = """verdict: FAIL when any of
   group sizes differ                       (GRPO compares a rollout with its own group)
   live fraction on pass/fail < 0.25        (a group with one outcome has zero advantage)
   effort correlation < -0.2                (effort buys risk: the cheapest policy wins)
-  truncation rate > 0.2                    (completions cut off by the token limit)
+  truncation rate > 0.2                    (rollouts cut: by the student's context
+                                           (prompt_too_long), a reply running past its
+                                           closing tag, or a reply cut before it ended;
+                                           the advice names which)
 A rollout passes when reward >= 0.5 (--success-threshold). The raw-reward live fraction counts
 groups whose rewards differ by more than 1e-6; with a shaped reward it can be high while the
 pass/fail one is low: all-fail groups that only look live."""
@@ -25,6 +28,7 @@ def add(sub) -> None:
         description="Group rows by example_id and report: group uniformity (the group-size "
                     "histogram), the live fraction (groups whose outcome varies; on pass/fail and "
                     "on the raw reward), the effort correlation (Pearson of reward with tool calls, "
+                    "else with the mean reply length on multi-turn episodes (an episode's length is the env's), "
                     "else with completion length), mean reward and truncation rate.",
         epilog=DIAGNOSE_THRESHOLDS + "\n\n" + EXIT_CODES)
     dg.add_argument("rollouts", help="a JSONL file of graded rollouts (classic prime-rl rows)")

@@ -167,9 +167,10 @@ def reopens(rd, state, limits: dict, now: float) -> bool:
             f"(iter_0 included). For one more: `driver resume {rd.path} --max-iters {done + 1}`.")
     if state.loop_end is None:
         return False     # the loop is open: its gate reads the new limits
-    if state.loop_end not in ("budget_exhausted", "max_iters_reached"):
+    ended = " and ".join(state.limits_reached())
+    if "cost_exhausted" in state.limits_reached():
         raise UsageError(
-            f"the loop ended on {state.loop_end} (--max-cost), which --budget and --max-iters do "
+            f"the loop ended on {ended} (--max-cost), which --budget and --max-iters do "
             f"not lift. Start a new run on this run's iter_0: `driver run --init-from {rd.path} "
             "--max-cost …`.")
     if state.trainer is not None:
@@ -182,18 +183,18 @@ def reopens(rd, state, limits: dict, now: float) -> bool:
              f"{max_iters if max_iters > done else done + 1}`")
     if budget <= elapsed:
         raise UsageError(
-            f"the loop ended on {state.loop_end}, and its budget of {duration(budget)} is spent "
+            f"the loop ended on {ended}, and its budget of {duration(budget)} is spent "
             f"too ({_span(elapsed)} since the start; {counts}): raise both. {works}.")
     if max_iters <= done:
         raise UsageError(
-            f"the loop ended on {state.loop_end}, and --max-iters {max_iters} admits no iteration "
+            f"the loop ended on {ended}, and --max-iters {max_iters} admits no iteration "
             f"after the {done} done (iter_0 included): raise both. {works}.")
     need = _reserve(rd, state, "time")
     if need is not None and not need.covered_by(budget - elapsed):
         again = f"`driver resume {rd.path} --budget {duration(_round_up(elapsed + need.needed))}" + \
             (f" --max-iters {max_iters}`" if "max_iters" in limits else "`")
         raise UsageError(
-            f"the loop ended on {state.loop_end}, and the {_span(budget - elapsed)} a budget of "
+            f"the loop ended on {ended}, and the {_span(budget - elapsed)} a budget of "
             f"{duration(budget)} leaves would not cover one more iteration and the {need.controls} "
             f"controls (about {_span(need.needed)} at the times this run measured; the budget is the "
             f"whole run's), so the loop would end again at once and its controls run again. {again}.")

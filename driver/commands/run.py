@@ -56,7 +56,7 @@ def main(a) -> int:
     from driver import backends, loop
     from driver.backends import local_student
     from driver.context import Ctx
-    from driver.envs.describe import interaction_line
+    from driver.envs.describe import context_lines, interaction_line
     from driver.errors import UsageError
     from driver.run.model import RunState, validation_message
     from driver.run.rundir import RunDir, RunLock, now
@@ -94,7 +94,10 @@ def main(a) -> int:
     refusal = backends.episode_refusal(backend, introspected[0])   # never run as another kind
     if refusal:
         raise UsageError(refusal)
-    local_student.check(state, backend, introspected[0])   # resume cannot change --model
+    positions = local_student.check(state, backend, introspected[0])   # resume cannot change --model
+    context, context_warning = context_lines(introspected[0], positions or _positions(state.model),
+                                             state.seq_len, state.max_completion_tokens,
+                                             chars=state.model.startswith("builtin:"))
     rd = RunDir.create(a.runs_dir, state.dataset)
     _record_backend(state, rd, backend)
     with RunLock(rd.path):
@@ -112,7 +115,11 @@ def main(a) -> int:
               f"{version}; teacher: {state.teacher}", file=sys.stderr, flush=True)
         print(f"env: {state.dataset} ({introspected[0]['env_class']}); "
               f"{interaction_line(introspected[0])}", file=sys.stderr, flush=True)
+        for said in (context, context_warning):
+            if said:
+                print(said, file=sys.stderr, flush=True)
         print(budget_line(state), file=sys.stderr, flush=True)
+        print(eval_line(state, backend), file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
@@ -141,7 +148,7 @@ def budget_line(state) -> str:
             f"included: the loop starts another iteration only while the time left covers it and "
             f"the {controls} controls at their measured time (an iteration at the slowest so far, or "
             "at iter_0's training and evaluation before the first; a control at the slowest arm, "
-            "scaled up for its whole-split eval), and stops starting iterations once it would not.")
+            "as it trains and evaluates as an iteration does), and stops starting iterations once it would not.")
     if state.max_cost_usd is not None:
         line += (f" --max-cost ${state.max_cost_usd:g} is a ceiling on every submission, the "
                  "controls' included: no launch is submitted where what the run has spent plus its "
@@ -171,6 +178,19 @@ def _introspect_first(state, backend) -> tuple[dict, dict | None]:
     except DriverError as e:
         raise DriverError(f"{e}\nNothing was created.", exit_code=e.exit_code) from None
     return info, fingerprints
+
+
+def _positions(model: str) -> int | None:
+    """A model directory's max_position_embeddings (its config.json), or None (a hub name, a
+    directory without one)."""
+    import json
+    from pathlib import Path
+
+    try:
+        got = json.loads((Path(model).expanduser() / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, int) else None
 
 
 def _record_backend(state, rd, backend) -> None:
@@ -393,3 +413,21 @@ def _check_base_config(path, dialect: str, knobs) -> None:
     except (composition.CompositionError, DriverError) as e:
         raise UsageError(f"base config {path} does not compose for prime-rl's {dialect} "
                          f"configs: {e}") from None
+
+
+def eval_line(state, backend) -> str:
+    """How every arm is measured: the examples, greedy pass@1, and the stochastic draws where
+    the backend can sample them (else why not)."""
+    from driver import dialects
+
+    line = (f"eval: every arm on the same {state.eval_examples} examples of each split, greedy "
+            "pass@1")
+    if not state.eval_draws:
+        return line + " only (--eval-draws 0)"
+    seeds = backend.eval_draw_seeds(dialects.get(backend.dialect).per_source_eval_sampling)
+    if seeds is None:
+        return (line + f" only: --eval-draws {state.eval_draws} asked for draws, but this "
+                "backend's eval samples every eval env alike (one eval sampling), so the summary "
+                "decides on greedy pass@1")
+    return (line + f", and {state.eval_draws} stochastic draws per example at temperature 1.0 "
+            f"(seeds: {seeds}); the summary decides on the per-draw success rate")

@@ -33,6 +33,10 @@ def main(a) -> int:
         print("  training " + progress.line(p["training"]["arm"], p["training"]))
     if p["latest_eval"]:
         print(f"  latest eval: {p['latest_eval']['arm']} {p['latest_eval']['eval_acc']:.4f}")
+    if p["loop_limits"]:
+        print(f"  loop ended on: {' and '.join(p['loop_limits'])}"
+              + ("; the run did the iterations it was given (extending it re-runs the controls)"
+                 if "max_iters_reached" in p["loop_limits"] else ""))
     if p["reason"]:
         print(f"  reason: {p['reason']}")
     for k, v in list(p["eval_acc"].items()) + list(p["controls"].items()):

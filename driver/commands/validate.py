@@ -43,7 +43,7 @@ def main(a) -> int:
     for f in [a.dataset, a.weakness, *a.prior]:
         if not Path(f).exists():
             raise UsageError(f"{f} does not exist")
-    fingerprints = scored = None
+    fingerprints = scored = hub = None
     run_dir = Path(a.dataset).resolve().parent.parent
     python = sys.executable
     try:
@@ -58,7 +58,10 @@ def main(a) -> int:
     except RuntimeError as e:
         raise UsageError(str(e)) from None
     weakness_json = weakness.load(a.weakness)
-    report = dataset.check(Path(a.dataset), weakness_json, [Path(p) for p in a.prior], fingerprints, scored)
+    from driver.envs.describe import multi_turn
+
+    report = dataset.check(Path(a.dataset), weakness_json, [Path(p) for p in a.prior], fingerprints,
+                           scored, multi_turn=multi_turn(hub))
     aux = Path(a.dataset).resolve().parent / ArmFiles.AUX_REWARDS
     if aux.exists():   # the same lines the dataset phase adds: static, then run on every row
         from driver.gates import aux_rewards

@@ -21,6 +21,14 @@ class Dialect(Protocol):
         """The eval env name that marks selection-split rows."""
         ...
     @property
+    def draws_envs(self) -> dict[str, str]:
+        """The eval env names of each split's stochastic draws ("eval", "selection")."""
+        ...
+    @property
+    def per_source_eval_sampling(self) -> bool:
+        """Can one eval env sample apart from the others (the draws beside a greedy rollout)?"""
+        ...
+    @property
     def env_kind(self) -> str:
         """hub_env.json `kind`: a classic environment or a v1 taskset."""
         ...

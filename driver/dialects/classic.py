@@ -20,6 +20,11 @@ from rl_contract.classic import ClassicLayout
 
 # the eval env name that marks selection-split rows in an eval file (evaluation.py splits on it)
 SELECTION_ENV = "hub-selection"
+# the eval env names of each split's stochastic draws (--eval-draws): evaluation.py reads their
+# rows as draws, k per example, apart from the greedy rollout
+DRAWS_ENVS = {"eval": "hub-eval-draws", "selection": "hub-selection-draws"}
+# seed 003 samples its draws at temperature one
+DRAW_TEMPERATURE = 1.0
 
 # which classic config key each knob sets (driver/dialects/knob_keys.py)
 KNOB_KEYS: tuple[KnobKey, ...] = (
@@ -59,6 +64,11 @@ class ClassicDialect(ClassicLayout):
     """The output layout (rl_contract.classic) plus the classic configs and their checks."""
     name = "classic"
     selection_env = SELECTION_ENV
+    draws_envs = DRAWS_ENVS
+    # one [orchestrator.eval.sampling] for every eval env (EvalConfig.sampling, configs/
+    # orchestrator.py@09e2977): draws beside a greedy rollout need the embedded trainer, which
+    # samples an eval env of several rollouts per example at its draw temperature
+    per_source_eval_sampling = False
     env_kind = "environment"   # hub envs load with vf.load_environment
     forks_checkpoints = False     # arms resume from copies of iter_0's trees (arm.prestage)
     eval_view = None   # eval rows are classic rollout rows: evaluation's own numeric view
@@ -92,6 +102,9 @@ class ClassicDialect(ClassicLayout):
             blocks.append({"id": sel.get("env_id") or hub["env_id"], "name": SELECTION_ENV,
                            "num_examples": min(knobs.eval_examples, sel["size"]),
                            "rollouts_per_example": 1, "args": sel["args"]})
+        if knobs.eval_draws:   # each split again, --eval-draws rollouts per example (draws)
+            blocks += [{**b, "name": DRAWS_ENVS[split], "rollouts_per_example": knobs.eval_draws}
+                       for split, b in zip(("eval", "selection"), blocks)]
         return blocks
 
     def _train_config(self, knobs: Knobs, max_steps: int, train_envs: list[dict]) -> dict:

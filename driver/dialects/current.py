@@ -23,7 +23,7 @@ import tomli_w
 
 from driver.dialects import current_schema, knob_keys
 from driver.dialects.base import parse_rendered, resume_step_value, wandb_project
-from driver.dialects.classic import SELECTION_ENV, check_batch
+from driver.dialects.classic import DRAW_TEMPERATURE, DRAWS_ENVS, SELECTION_ENV, check_batch
 from driver.dialects.knob_keys import KnobKey
 from driver.errors import UsageError
 from driver.run.model import Knobs
@@ -65,6 +65,11 @@ class CurrentDialect(CurrentLayout):
     """The output layout (rl_contract.current) plus the current configs and their checks."""
     name = "current"
     selection_env = SELECTION_ENV
+    draws_envs = DRAWS_ENVS
+    # an eval source's own sampling overrides the eval's, field by field
+    # (EvalSourceConfig.sampling and EvalConfig.resolve_env_defaults, configs/orchestrator.py:
+    # 249-251, 323-332@559b447), so the draws are a source at temperature one beside the greedy one
+    per_source_eval_sampling = True
     env_kind = "taskset"       # hub envs are v1 tasksets (driver.tasksets)
     eval_view = staticmethod(eval_view)
     # arms start from iter_0's checkpoint by `[resume] dir`, not by copying it in
@@ -92,6 +97,12 @@ class CurrentDialect(CurrentLayout):
             blocks.append({"name": SELECTION_ENV, "num_examples": min(knobs.eval_examples, sel["size"]),
                            "group_size": 1, "env": {"taskset": {"id": hub["env_id"], **sel["args"]},
                                                     "agent": NULL_AGENT}})
+        if knobs.eval_draws:
+            # vLLM samples them with no fixed seed: EvalSamplingConfig has no seed, and one in
+            # extra_body would give each of an example's group_size requests the same draw
+            blocks += [{**b, "name": DRAWS_ENVS[split], "group_size": knobs.eval_draws,
+                        "sampling": {"temperature": DRAW_TEMPERATURE}}
+                       for split, b in zip(("eval", "selection"), blocks)]
         return blocks
 
     def hub_train_args(self, hub: dict) -> dict:

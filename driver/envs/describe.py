@@ -16,6 +16,12 @@ def kind_of(hub: dict) -> str:
     return hub.get("kind") or CLASSIC
 
 
+def multi_turn(hub: dict | None) -> bool:
+    """Whether the hub env's episodes are multi-turn (hub_env.json's interaction kind): a
+    generated row's info.reasoning is then its list of replies, one per turn."""
+    return ((hub or {}).get("interaction") or {}).get("kind") == "multi_turn"
+
+
 def interaction_line(hub: dict) -> str:
     """How the env's episodes go, in one line (`driver introspect`, the run header)."""
     it = hub.get("interaction")
@@ -40,6 +46,50 @@ def interaction_line(hub: dict) -> str:
     line += ("; info keys its episode logic reads: " + (", ".join(keys) if keys else "none found")
              if keys is not None else "; info keys its episode logic reads: unknown (a sample episode did not play)")
     return line
+
+
+def context_lines(hub: dict, positions: int | None, seq_len: int, max_new: int,
+                  chars: bool) -> tuple[str | None, str | None]:
+    """(the student's context stated beside the env's turn limit, a warning where it cannot hold
+    a full episode), for a multi-turn env; (None, None) for a single-turn one. The context is
+    the smaller of --seq-len and the student's positions (`positions`, where known). A full
+    episode takes at least max_turns replies at the reply limit (`max_new`) and, where the
+    student's tokens are characters (`chars`: the built-in student), the prompt; the env's own
+    messages come on top. An episode that outgrows the context ends `prompt_too_long`."""
+    it = hub.get("interaction") or {}
+    if it.get("kind") in (None, "single_turn"):
+        return None, None
+    context = min(seq_len, positions) if positions else seq_len
+    source = (f"the student's {positions} positions" if positions and positions <= seq_len
+              else f"--seq-len {seq_len}")
+    line = f"student context: {context} tokens ({source})"
+    turns = it.get("max_turns")
+    if not (isinstance(turns, int) and turns > 0):
+        return line + ("; the env sets no turn limit, so the context ends a long episode "
+                       "(prompt_too_long)"), None
+    prompt = prompt_chars(hub) if chars else 0
+    need = turns * max_new + prompt
+    line += (f" beside the env's max_turns {turns}: {turns} replies at the reply limit "
+             f"({max_new}) take {turns * max_new}" + (f" and the prompt about {prompt}" if prompt else "")
+             + (f", leaving {context - need} for the env's messages (about {(context - need) // turns} "
+                "a turn)" if need < context else "")
+             + "; an episode that outgrows the context ends prompt_too_long, before the turn limit")
+    if need <= context:
+        return line, None
+    return line, (f"warning: the student's context ({context} tokens) cannot hold a full episode of "
+                  f"{turns} turns: {turns} replies at the reply limit of {max_new} tokens"
+                  + (f" and a prompt of about {prompt}" if prompt else "") + f" take {need}, before "
+                  "the env's messages. Episodes that run long end prompt_too_long and score as "
+                  "losses whatever the student plays. Use a student with a longer context (the "
+                  "built-in student's max_positions, --seq-len), a smaller --max-completion-tokens, "
+                  "or an env with fewer turns.")
+
+
+def prompt_chars(hub: dict) -> int:
+    """The longest sample prompt's length in characters (system prompt and question), with the
+    chat template's role markers: the built-in student's tokens are characters."""
+    questions = [len(str(r.get("question") or "")) for r in hub.get("sample_train_rows") or []]
+    return len(hub.get("system_prompt") or "") + max(questions, default=0) + 6
 
 
 # the stop conditions every classic MultiTurnEnv has (verifiers 0.3.1's multiturn_env.py)

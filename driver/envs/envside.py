@@ -213,6 +213,8 @@ class StudentCheck(_Model):
     build: dict[str, Any] | None = None
     # the bare recipe name on an env whose package names its own student (STUDENT_RECIPE): that one
     env_recipe: str | None = None
+    # the student's context: its max_position_embeddings (a built one's, else the recipe's)
+    context: int | None = None
 
 
 class SolverMiss(_Model):

@@ -20,10 +20,12 @@ from driver.envs import envside
 from driver.errors import DriverError
 from generators.core import module_name
 
-BUILTIN_ENVS = {"stock_arithmetic", "model_router", "hidden_number"}
+BUILTIN_ENVS = {"stock_arithmetic", "model_router", "hidden_number", "tool_calculator"}
 # what install_package writes in a package's dist-info/INSTALLER: the driver's own installs, told
 # apart from pip's and uv's
 INSTALLER = "synthetic-self-improve-rl"
+# beside INSTALLER in an installed package's dist-info: the directory it was installed from
+SOURCE_RECORD = "synthetic_self_improve_rl_source"
 
 
 def _unimportable(python: str, modules: list[str]) -> set[str]:
@@ -178,10 +180,24 @@ def driver_installs(site: Path) -> set[str]:
             if (d / "INSTALLER").is_file() and (d / "INSTALLER").read_text().strip() == INSTALLER}
 
 
-def remove_driver_installs(site: Path, keep: frozenset[str] | set[str] = frozenset()) -> list[str]:
-    """Remove from `site` every package install_package put there but those named in `keep`;
-    their names."""
+def installed_from(site: Path, name: str) -> Path | None:
+    """The package directory install_package installed `name` from (its SOURCE_RECORD), or
+    None where it did not record one."""
+    for d in site.glob(f"{name}-*.dist-info"):
+        if (d / SOURCE_RECORD).is_file():
+            return Path((d / SOURCE_RECORD).read_text().strip())
+    return None
+
+
+def remove_driver_installs(site: Path, keep: frozenset[str] | set[str] = frozenset(),
+                           under: Path | None = None) -> list[str]:
+    """Remove from `site` every package install_package put there but those named in `keep`
+    (and, with `under`, those it recorded installing from outside that directory: another
+    run's); their names."""
     gone = sorted(driver_installs(site) - keep)
+    if under is not None:
+        root = Path(under).resolve()
+        gone = [n for n in gone if (src := installed_from(site, n)) is None or src.is_relative_to(root)]
     for name in gone:
         remove_copies(site, name)
     return gone
@@ -240,7 +256,8 @@ def install_package(python: str, pkg_dir: Path) -> None:
                  "headers": scheme["include"], "scripts": scheme["scripts"], "data": scheme["data"]},
                 interpreter=python, script_kind="posix", bytecode_optimization_levels=())
             with WheelFile.open(wheel) as source:
-                install(source, dest, {"INSTALLER": f"{INSTALLER}\n".encode()})
+                install(source, dest, {"INSTALLER": f"{INSTALLER}\n".encode(),
+                                       SOURCE_RECORD: f"{Path(pkg_dir).resolve()}\n".encode()})
         except Exception as e:  # noqa: BLE001 - a broken pyproject, a full disk, a file already there
             raise DriverError(f"installing {pkg_dir} failed: {type(e).__name__}: {e}") from None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import json
 import logging
 
 import episodes
@@ -17,6 +18,9 @@ import hub_parts
 import row_truth
 import rows
 import verifiers as vf
+
+# the splits a best checkpoint may be chosen on, first found first (taskset.py's own list)
+SELECTION_SPLITS = ("selection", "validation", "val", "dev")
 
 
 def _load(req: dict):
@@ -44,24 +48,28 @@ def _weights(rubric) -> list[float]:
     return list(getattr(rubric, "weights", getattr(rubric, "reward_weights", [])))
 
 
+# the metric-only rubrics verifiers adds beside an env's own (a multi-turn env's, a tool env's)
+MONITOR_RUBRICS = ("MultiTurnMonitorRubric", "ToolMonitorRubric")
+
+
 def _own_rubric_class(rubric) -> str:
-    """The env's own rubric: verifiers wraps it with a MultiTurnMonitorRubric."""
+    """The env's own rubric: verifiers groups it with its monitor rubrics (MONITOR_RUBRICS)."""
     if hasattr(rubric, "rubrics"):
-        own = [r for r in rubric.rubrics if type(r).__name__ != "MultiTurnMonitorRubric"]
+        own = [r for r in rubric.rubrics if type(r).__name__ not in MONITOR_RUBRICS]
         if len(own) == 1:
             return type(own[0]).__name__
     return type(rubric).__name__
 
 
 def _selection(req: dict) -> dict | None:
-    """A selection split: the env's loader takes eval_split and has a validation split behind it
-    (its size is read, none of its rows)."""
+    """A selection split: the env's loader takes eval_split and has a split named for choosing
+    behind it, the first of SELECTION_SPLITS that loads (its size is read, none of its rows)."""
     env_id, env_args = req["env_id"], req.get("env_args") or {}
     try:
         mod = importlib.import_module(req["module"])
         if "eval_split" not in inspect.signature(mod.load_environment).parameters or "eval_split" in env_args:
             return None
-        for split in ("validation", "val", "dev"):
+        for split in SELECTION_SPLITS:
             try:
                 n_sel = len(vf.load_environment(env_id, **{**env_args, "eval_split": split}).get_eval_dataset())
             except Exception:  # noqa: BLE001, S112 - that split does not load: try the next
@@ -94,17 +102,19 @@ class _Recorder(dict):
 
 
 def _info_keys_read(env, train) -> list[str] | None:
-    """The info keys the rubric reads: sample train rows scored (their answer as the completion)
-    with an info that records every key looked up; None where scoring cannot run this way."""
+    """The info keys the rubric reads: sample train rows scored (their answer as the completion,
+    the messages verifiers' own objects, as a rollout hands them to a reward) with an info that
+    records every key looked up; None where scoring cannot run this way."""
     seen: set = set()
     try:
         from verifiers.types import State
 
         for i in range(min(3, len(train))):
             row = train[i]
-            st = State(input={"prompt": row.get("prompt") or [], "answer": str(row.get("answer", "")),
+            st = State(input={"prompt": episodes.as_messages(row.get("prompt") or []),
+                              "answer": str(row.get("answer", "")),
                               "info": _Recorder(row.get("info") or {}, seen), "example_id": i, "task": "default"})
-            st["completion"] = [{"role": "assistant", "content": str(row.get("answer", ""))}]
+            st["completion"] = episodes.as_messages([{"role": "assistant", "content": str(row.get("answer", ""))}])
             st["trajectory"] = []
             asyncio.run(env.rubric.score_rollout(st))
         return sorted(map(str, seen))
@@ -212,19 +222,19 @@ def score_rows(req: dict) -> dict:
     reasoned = rows.read_reasoned_rows(req["dataset"])
     system = [{"role": "system", "content": env.system_prompt}] if env.system_prompt else []
     if episodes.kind(env) != "single_turn":
-        return {"ceiling": ceiling, "rows": [_play_row(env, system, n, row, catch) for n, row in reasoned]}
+        return {"ceiling": ceiling, "rows": [_play_row(env, system, n, row, catch, ceiling) for n, row in reasoned]}
 
     async def score(n, row):
-        st = State(input={"prompt": system + [{"role": "user", "content": str(row.get("question", ""))}],
-                          "answer": str(row.get("answer", "")), "info": row["info"], "example_id": n,
-                          "task": "default"})
-        st["completion"] = [{"role": "assistant", "content": row["info"]["reasoning"]}]
-        st["trajectory"] = []
         catch.messages = []
         if not isinstance(row["info"]["reasoning"], str):
             return {"line": n, "template": [row["info"].get("domain"), row["info"].get("sub_domain")],
                     "reward": 0.0, "errors": ["info.reasoning is a list of replies, and this env is "
                                               "single-turn: it scores one completion (a string)"]}
+        st = State(input={"prompt": episodes.as_messages(system + [{"role": "user", "content": str(row.get("question", ""))}]),
+                          "answer": str(row.get("answer", "")), "info": row["info"], "example_id": n,
+                          "task": "default"})
+        st["completion"] = episodes.as_messages([{"role": "assistant", "content": row["info"]["reasoning"]}])
+        st["trajectory"] = []
         try:
             await env.rubric.score_rollout(st)
             reward = float(st["reward"])
@@ -239,10 +249,12 @@ def score_rows(req: dict) -> dict:
     return {"ceiling": ceiling, "rows": asyncio.run(run())}
 
 
-def _play_row(env, system: list, n: int, row: dict, catch) -> dict:
-    """A generated row of a multi-turn env: its replies (info.reasoning, one per turn) played
-    through the env's own turns from the row's initial state, the episode scored by the
-    rubric. An episode that ends before its replies run out, or needs more, says so."""
+def _play_row(env, system: list, n: int, row: dict, catch, ceiling: float) -> dict:
+    """A generated row of a multi-turn env: its replies (info.reasoning, one per turn; a tool
+    env's may call tools, which the env runs) played through the env's own turns from the row's
+    initial state, the episode scored by the rubric. An episode that ends before its replies run
+    out, or needs more, says so; one short of `ceiling` that called tools shows each call's
+    result."""
     moves = row["info"]["reasoning"]
     moves = moves if isinstance(moves, list) else [moves]
     catch.messages = []
@@ -256,6 +268,10 @@ def _play_row(env, system: list, n: int, row: dict, catch) -> dict:
                           f"({ep['stop_condition']})")
         elif ep["error"] and ep["stop_condition"] == "has_error":
             errors.append(f"the env still wanted a reply after the {len(moves)} given")
+        calls = rows.tool_exchanges(ep["completion"])
+        if calls and reward < ceiling - 1e-9:
+            errors.append("tool calls played: " + "; ".join(
+                f"{c['name']}({json.dumps(c['arguments'])}) -> {str(c['result'])[:80]!r}" for c in calls[:4]))
     except Exception as e:  # noqa: BLE001 - a row's failure is its own, not the job's
         reward, errors = 0.0, catch.messages + [f"{type(e).__name__}: {e}"[:300]]
     return {"line": n, "template": [row["info"].get("domain"), row["info"].get("sub_domain")],

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import json
 import re
 
 import verifiers as vf
@@ -73,7 +74,8 @@ class _NoReply(getattr(vf, "Error", Exception)):
 
 
 def _client(reply):
-    """A verifiers Client whose every response is `reply(messages)`'s text (None: no reply)."""
+    """A verifiers Client whose every response is `reply(messages)`: a reply's text, or an
+    assistant message whose `tool_calls` (OpenAI's shape) the env runs (None: no reply)."""
     from verifiers.types import Response, ResponseMessage
 
     class ScriptedClient(vf.Client):
@@ -87,17 +89,19 @@ def _client(reply):
             return [as_dict(m) for m in messages], {}
 
         async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
-            text = reply(prompt)
-            if text is None:
+            got = reply(prompt)
+            if got is None:
                 raise _NoReply("no reply for this turn (the script, or the solver, gave None)")
-            return text
+            return as_messages([assistant(got)])[0]
 
         async def raise_from_native_response(self, response):
             return None
 
-        async def from_native_response(self, text):
+        async def from_native_response(self, message):
+            calls = message.tool_calls or None
             return Response(id="scripted", created=0, model="scripted", message=ResponseMessage(
-                content=text, finish_reason="stop", is_truncated=False))
+                content=message.content, tool_calls=calls, finish_reason="tool_calls" if calls else "stop",
+                is_truncated=False))
 
         async def close(self):
             return None
@@ -105,11 +109,52 @@ def _client(reply):
     return ScriptedClient(None)
 
 
+def as_messages(raw: list) -> list:
+    """Messages as verifiers hands them to an env and to a reward function: its message objects
+    (which answer `m.role` and `m["role"]`, `m.tool_calls` and `m.get("tool_calls")` alike),
+    a tool call in OpenAI's shape made verifiers' ToolCall (`normalize_messages`,
+    verifiers/utils/message_utils.py)."""
+    from verifiers.utils.message_utils import normalize_messages
+
+    return normalize_messages(list(raw))
+
+
+def assistant(reply) -> dict:
+    """A reply as an assistant message: a string is its text; a dict is the message itself
+    (`content` and `tool_calls`, each call `{"id", "type": "function", "function": {"name",
+    "arguments"}}`), each call without an id given one."""
+    if isinstance(reply, str):
+        return {"role": "assistant", "content": reply}
+    msg = {"role": "assistant", "content": reply.get("content"), "tool_calls": None}
+    calls = reply.get("tool_calls") or []
+    if calls:
+        msg["tool_calls"] = [{**c, "id": c.get("id") or f"call_{k}"} if isinstance(c, dict) else c
+                             for k, c in enumerate(calls)]
+    return msg
+
+
+def _call_dict(call) -> dict:
+    """A tool call in OpenAI's shape, from verifiers' ToolCall (id, name, arguments) or a dict of
+    either shape."""
+    get = call.get if isinstance(call, dict) else (lambda k, d=None: getattr(call, k, d))
+    fn = get("function") or {}
+    fget = fn.get if isinstance(fn, dict) else (lambda k, d=None: getattr(fn, k, d))
+    name, args = get("name") or fget("name"), get("arguments") or fget("arguments")
+    return {"id": get("id"), "type": "function",
+            "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)}}
+
+
 def as_dict(message) -> dict:
-    if isinstance(message, dict):
-        return {"role": message.get("role"), "content": message.get("content") or ""}
-    content = getattr(message, "content", None)
-    return {"role": getattr(message, "role", None), "content": content if isinstance(content, str) else ""}
+    """A message as a plain dict: role and text, with a reply's tool calls (OpenAI's shape) and a
+    tool result's `tool_call_id` where it has them."""
+    get = message.get if isinstance(message, dict) else (lambda k, d=None: getattr(message, k, d))
+    content = get("content")
+    out = {"role": get("role"), "content": content if isinstance(content, str) else ""}
+    if get("tool_calls"):
+        out["tool_calls"] = [_call_dict(c) for c in get("tool_calls")]
+    if get("tool_call_id"):
+        out["tool_call_id"] = get("tool_call_id")
+    return out
 
 
 def _input(row: dict, k: int, info: dict) -> dict:
@@ -125,9 +170,10 @@ async def _play(env, row: dict, reply, k: int = 0, info: dict | None = None):
 
 def play(env, row: dict, reply, k: int = 0) -> dict:
     """One episode of `row` (a dataset row with its prompt) played by the env's own rollout
-    loop, each reply from `reply(messages, info)` (the conversation so far, plain dicts; None
-    ends the episode), scored by the env's rubric: {"reward", "metrics", "completion",
-    "stop_condition", "turns", "error"}."""
+    loop, each reply from `reply(messages, info)` (the conversation so far, plain dicts; a
+    reply is a string, or an assistant message with tool calls (`assistant`) that a tool env
+    runs; None ends the episode), scored by the env's rubric: {"reward", "metrics",
+    "completion", "stop_condition", "turns", "error"}."""
     info = dict(row.get("info") or {})
 
     async def go():
@@ -143,7 +189,7 @@ def play(env, row: dict, reply, k: int = 0) -> dict:
             "error": None if state.get("error") is None else f"{type(state['error']).__name__}: {state['error']}"}
 
 
-def moves_reply(moves: list[str]):
+def moves_reply(moves: list):
     """A reply function that plays `moves` in order, one per turn, then has none."""
     it = iter(moves)
     return lambda messages, info: next(it, None)

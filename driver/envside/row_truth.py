@@ -97,14 +97,16 @@ class _Errors(logging.Handler):
 
 
 def _score(env, row: dict, text: str, errors: _Errors) -> tuple[dict, set]:
-    """({func name: value}, {names of the funcs that raised}) for `text` as the completion."""
+    """({func name: value}, {names of the funcs that raised}) for `text` as the completion (the
+    messages verifiers' own objects, as a rollout hands them to a reward)."""
     from verifiers.types import State
+    from verifiers.utils.message_utils import normalize_messages
 
     system = [{"role": "system", "content": env.system_prompt}] if getattr(env, "system_prompt", None) else []
-    st = State(input={"prompt": system + [{"role": "user", "content": str(row.get("question", ""))}],
+    st = State(input={"prompt": normalize_messages(system + [{"role": "user", "content": str(row.get("question", ""))}]),
                       "answer": str(row.get("answer", "")), "info": copy.deepcopy(row.get("info") or {}),
                       "example_id": 0, "task": "default"})
-    st["completion"] = [{"role": "assistant", "content": text}]
+    st["completion"] = normalize_messages([{"role": "assistant", "content": text}])
     st["trajectory"] = []
     errors.messages = []
     asyncio.run(env.rubric.score_rollout(st))

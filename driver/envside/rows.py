@@ -7,10 +7,70 @@ import os
 import random
 
 
+def reply_problem(reply) -> str:
+    """'' for one reply of a multi-turn row's info.reasoning, else what is wrong: a string (the
+    reply's text), or an assistant message that calls tools, in OpenAI's shape (the one verifiers
+    reads): {"role": "assistant", "content": text or null, "tool_calls": [{"id": "call_0",
+    "type": "function", "function": {"name": TOOL, "arguments": JSON object or its text}}]}."""
+    if isinstance(reply, str):
+        return ""
+    if not isinstance(reply, dict) or reply.get("role", "assistant") != "assistant":
+        return "a reply is a string, or an assistant message with tool_calls"
+    if not isinstance(reply.get("content") or "", str):
+        return "a reply message's content must be a string or null"
+    calls = reply.get("tool_calls")
+    if not isinstance(calls, list) or not calls:
+        return "a reply message needs a non-empty tool_calls list (a reply without tool calls is a string)"
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str) or not fn["name"]:
+            return ('each tool call is {"id": "call_0", "type": "function", "function": {"name": TOOL, '
+                    '"arguments": {...}}}')
+        args = fn.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                args = json.loads(args)
+            except ValueError:
+                return f"tool call {fn['name']}: arguments is not JSON"
+        if not isinstance(args, dict):
+            return f"tool call {fn['name']}: arguments must be a JSON object"
+    return ""
+
+
+def tool_exchanges(completion) -> list[dict]:
+    """An episode's tool calls in order, each with the result the env gave it:
+    [{"turn": the reply's number (1 first), "name", "arguments", "result"}]. Reads a message's
+    tool calls in OpenAI's shape or verifiers' (`{"id", "name", "arguments"}`), and a tool
+    message's `tool_call_id` (a call the env never answered has result None)."""
+    out, by_id, turn = [], {}, 0
+    for m in completion if isinstance(completion, list) else []:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") == "assistant":
+            turn += 1
+            for c in m.get("tool_calls") or []:
+                if not isinstance(c, dict):
+                    continue
+                fn = c.get("function") if isinstance(c.get("function"), dict) else c
+                args = fn.get("arguments")
+                try:
+                    args = json.loads(args) if isinstance(args, str) else args
+                except ValueError:
+                    pass
+                out.append({"turn": turn, "name": fn.get("name"), "arguments": args, "result": None})
+                if c.get("id") is not None:
+                    by_id[c["id"]] = out[-1]
+        elif m.get("role") == "tool" and m.get("tool_call_id") in by_id:
+            content = m.get("content")
+            by_id[m["tool_call_id"]]["result"] = content if isinstance(content, str) else json.dumps(content)
+    return out
+
+
 def read_reasoned_rows(dataset: str) -> list[tuple[int, dict]]:
     """(line, row) of every row of `dataset` (a JSONL file) that carries an info.reasoning
-    string, or a list of strings (a multi-turn env's replies); lines that are not JSON objects
-    are skipped (the gate's other lines report them)."""
+    string, or a list of replies (a multi-turn env's, each a string or a tool-calling message:
+    reply_problem); lines that are not JSON objects are skipped (the gate's other lines report
+    them)."""
     rows = []
     with open(dataset, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
@@ -21,7 +81,7 @@ def read_reasoned_rows(dataset: str) -> list[tuple[int, dict]]:
             reasoning = row.get("info", {}).get("reasoning") if isinstance(row, dict) \
                 and isinstance(row.get("info"), dict) else None
             if isinstance(reasoning, str) or (isinstance(reasoning, list) and reasoning
-                                              and all(isinstance(x, str) for x in reasoning)):
+                                              and not any(reply_problem(x) for x in reasoning)):
                 rows.append((n, row))
     return rows
 

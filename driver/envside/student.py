@@ -66,16 +66,21 @@ def check(req: dict) -> dict:
     except ValueError as e:
         return {**out, "problem": str(e)}
     out["corpus"] = spec["corpus"]
+    out["context"] = spec["max_positions"]   # the student's positions (its context, in characters)
     target = recipe.model_dir_name(name, _env_key(env_id, env_args))
     for root in (recipe.cache_root(), recipe.PREBUILT):
         if (root / target / "DONE").exists():
-            return {**out, "cached": str(root / target)}
+            return {**out, "cached": str(root / target),
+                    "context": _positions(root / target) or out["context"]}
     if req.get("estimate"):
         out["build"] = _estimate(recipe, name, env_id, env_args)
     if spec["init"]:
         out["init"] = spec["init"]
         out["init_found"] = any((d / spec["init"] / "DONE").exists()
                                 for d in (recipe.cache_root(), recipe.PREBUILT))
+        # the build continues from the init student: its architecture, its positions
+        out["context"] = next((_positions(d / spec["init"]) for d in (recipe.cache_root(), recipe.PREBUILT)
+                               if (d / spec["init"] / "DONE").exists()), None) or out["context"]
     if spec["corpus"] == "solver":   # the corpus --student-solver wrote: all the build reads
         path = recipe.solver_corpus_path(spec["solver"])
         return {**out, "solver_corpus": str(path) if path.exists() else ""}
@@ -93,6 +98,15 @@ def check(req: dict) -> dict:
         out["train_rows"], out["reference_completions"], out["load_error"] = \
             _reference_rows(env_id, env_args)
     return out
+
+
+def _positions(model_dir) -> int | None:
+    """A built model's max_position_embeddings (its config.json), or None."""
+    try:
+        got = json.loads((model_dir / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, int) else None
 
 
 def _env_recipe(env_id: str) -> str | None:
@@ -214,10 +228,13 @@ def solver_corpus(req: dict) -> dict:
 def _episode_corpus(out: dict, env, train: list, next_move, recipe, episodes) -> dict:
     """The solver corpus of a multi-turn env: every train row played as an episode by the env's
     own rollout loop, each reply from next_move(messages, info), scored by the env's rubric over
-    the whole episode; the episodes at full reward are kept as reference trajectories."""
+    the whole episode; the episodes at full reward are kept as reference trajectories. On a
+    tool-using env a reply may call tools (_play_tools), and the kept episodes hold each call
+    and each tool result, which the student's chat template renders for its warm start."""
     import classic
 
     out["ceiling"] = ceiling = sum(w for w in classic._weights(env.rubric) if w > 0)
+    tools = episodes.kind(env) == "tools"
     kept = []
     for k, row in enumerate(train):
         raised: list = []
@@ -228,9 +245,11 @@ def _episode_corpus(out: dict, env, train: list, next_move, recipe, episodes) ->
             except Exception as e:  # noqa: BLE001 - a turn the solver cannot play
                 raised.append(f"{type(e).__name__}: {e}"[:300])
                 return None
+            if tools and isinstance(got, dict) and (got.get("content") or got.get("tool_calls")):
+                return got
             return got if isinstance(got, str) and got else None
 
-        ep = episodes.play(env, dict(row), reply, k)
+        ep = _play_tools(env, dict(row), reply, k) if tools else episodes.play(env, dict(row), reply, k)
         if raised:
             out["raised"] += 1
             out["first_raise"] = out["first_raise"] or raised[0]
@@ -239,10 +258,84 @@ def _episode_corpus(out: dict, env, train: list, next_move, recipe, episodes) ->
         if ep["turns"] and ep["reward"] >= ceiling - 1e-9:
             kept.append({"prompt": row["prompt"], "info": {"reference_trajectory": ep["completion"]}})
         elif ep["turns"] and len(out["misses"]) < 3:
-            transcript = " | ".join(f"{m['role']}: {m['content']}" for m in ep["completion"])
+            transcript = " | ".join(f"{m['role']}: {_shown(m)}" for m in ep["completion"])
             out["misses"].append({"question": question_of(row)[:300], "completion": transcript[:300],
                                   "reward": ep["reward"], "errors": [e for e in [ep["error"]] if e]})
     return _write_corpus(out, kept, recipe)
+
+
+def _shown(message: dict) -> str:
+    """A message as a transcript shows it: its text, then each tool call with its arguments."""
+    from rl_contract import tool_calls
+
+    calls = [f"{c['name']}({c['arguments']})" for c in tool_calls.message_calls(message)]
+    return " ".join([message.get("content") or ""] + calls).strip()
+
+
+def _play_tools(env, row: dict, reply, k: int) -> dict:
+    """One episode of a tool-using env played by its own rollout loop, as vLLM would serve the
+    replies: each reply from `reply(messages, info)` is a message dict (its `tool_calls` as
+    [{"name", "arguments"}] or OpenAI's {"function": {...}} shape) or text, whose tool calls are
+    parsed as vLLM's hermes parser parses them (rl_contract/tool_calls.py; a malformed call stays
+    text). Scored by the env's rubric; the completion keeps each call and each tool result, as
+    episodes.play's does the text."""
+    import asyncio
+    import time
+
+    import verifiers as vf
+    from verifiers.types import Response, ResponseMessage, ToolCall
+
+    from rl_contract import tool_calls
+
+    info = dict(rows.info_of(row))
+
+    class SolverClient(vf.Client):
+        def setup_client(self, config):
+            return None
+
+        async def to_native_tool(self, tool):
+            return tool
+
+        async def to_native_prompt(self, messages):
+            return [tool_calls.as_dict(m) for m in messages], {}
+
+        async def get_native_response(self, prompt, model, sampling_args, tools=None, **kwargs):
+            got = reply(prompt, dict(info))
+            if got is None:
+                raise vf.Error("no reply for this turn (the solver gave None)")
+            turn = sum(1 for m in prompt if m.get("role") == "assistant")
+            if isinstance(got, str):
+                content, calls = tool_calls.parse(got) if tools else (got, [])
+            else:
+                content = got.get("content") if isinstance(got.get("content"), str) else None
+                calls = tool_calls.message_calls(got)
+            return content, [ToolCall(id=f"call_{turn}_{n}", name=c["name"], arguments=c["arguments"])
+                             for n, c in enumerate(calls)]
+
+        async def raise_from_native_response(self, response):
+            return None
+
+        async def from_native_response(self, native):
+            content, calls = native
+            return Response(id="solver", created=int(time.time()), model="solver", message=ResponseMessage(
+                content=content, tool_calls=calls or None, finish_reason="tool_calls" if calls else "stop",
+                is_truncated=False))
+
+        async def close(self):
+            return None
+
+    async def go():
+        state = await env.rollout({"prompt": row["prompt"], "example_id": int(row.get("example_id", k)),
+                                   "answer": str(row.get("answer", "")), "info": info},
+                                  SolverClient(None), "solver", {})
+        await env.rubric.score_rollout(state)
+        return state
+
+    state = asyncio.run(go())
+    completion = [tool_calls.as_dict(m) for m in state.get("completion") or []]
+    return {"reward": float(state.get("reward") or 0.0), "completion": completion,
+            "turns": sum(1 for m in completion if m["role"] == "assistant"),
+            "error": None if state.get("error") is None else f"{type(state['error']).__name__}: {state['error']}"}
 
 
 def _write_corpus(out: dict, kept: list, recipe) -> dict:

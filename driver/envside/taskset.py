@@ -2,7 +2,7 @@
 >= v0.8.1): the same jobs as classic.py, done on a `vf.Taskset` and its Task class.
 
 A taskset selects its split with a config field (`split`, or `dataset_split`); the driver trains
-on "train", reports on "test" and selects on "validation" when the taskset has one. Eval tasks
+on "train", reports on "test" and selects on "selection" (else "validation") when the taskset has one. Eval tasks
 are only counted and fingerprinted, never returned. Only this module imports verifiers.v1.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import verifiers.v1 as vf
 from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
 
 SPLIT_FIELDS = ("split", "dataset_split")
-TRAIN_SPLIT, EVAL_SPLITS, SELECTION_SPLITS = "train", ("test", "eval"), ("validation", "val", "dev")
+TRAIN_SPLIT, EVAL_SPLITS, SELECTION_SPLITS = "train", ("test", "eval"), ("selection", "validation", "val", "dev")
 
 
 class UnusableTaskset(ValueError):

@@ -9,6 +9,7 @@ import collections
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from driver.envside.rows import reply_problem
 from driver.gates import accuracy, decontam, rules, weakness
 from driver.run.files import iter_jsonl
 from generators.core import clone_key
@@ -41,15 +42,25 @@ class GateReport:
 _INFO_TYPES = {k: list if k == "structural_features" else str for k in rules.REQUIRED_INFO}
 
 
-def info_problems(info: dict) -> str:
+def info_problems(info: dict, multi_turn: bool = False) -> str:
     """'' when info has every required field with its type, else what is wrong. info.reasoning
-    is a string, or a list of strings (a multi-turn env's replies, one per turn)."""
+    is a string, or a list of strings (a multi-turn env's replies, one per turn); on a
+    multi-turn env (`multi_turn`), only the list: the gate plays each reply as one turn, and one
+    string would be played as a single reply."""
     for key, kind in _INFO_TYPES.items():
         value = info.get(key)
         if key == "reasoning" and isinstance(value, list):
-            if not value or not all(isinstance(x, str) for x in value):
+            if not value:
                 return "field info.reasoning as a list must hold one reply (a string) per turn"
+            # a reply is a string or an assistant message with tool calls (rows.reply_problem)
+            bad = next((f"info.reasoning[{k}]: {why}" for k, x in enumerate(value) if (why := reply_problem(x))), "")
+            if bad:
+                return bad
             continue
+        if key == "reasoning" and multi_turn:
+            return (f"field info.reasoning must be a list of replies on a multi-turn env, one string "
+                    f"per turn in the order the env asks for them (e.g. [\"25\", \"12\"]), got "
+                    f"{type(value).__name__ if not isinstance(value, str) else 'one string'}")
         if not isinstance(value, kind):
             return f"field info.{key} must be a {kind.__name__}, got {type(value).__name__}"
     if info["difficulty"] not in rules.DIFFICULTY:
@@ -59,14 +70,15 @@ def info_problems(info: dict) -> str:
     return ""
 
 
-def row_problem(obj) -> str:
-    """'' for a well-formed row, else what is wrong with it."""
+def row_problem(obj, multi_turn: bool = False) -> str:
+    """'' for a well-formed row, else what is wrong with it (`multi_turn`: the hub env's
+    episodes are multi-turn, so info.reasoning is a list of replies)."""
     if obj is None:
         return "not JSON"
     if not isinstance(obj, dict) or not isinstance(obj.get("question"), str) \
             or not isinstance(obj.get("answer"), str) or not isinstance(obj.get("info"), dict):
         return "needs string question, string answer and an info object"
-    bad = info_problems(obj["info"])
+    bad = info_problems(obj["info"], multi_turn)
     if bad:
         return bad
     size = len(obj["question"]) + len(obj["answer"]) + len(str(obj["info"].get("reasoning", "")))
@@ -76,12 +88,12 @@ def row_problem(obj) -> str:
     return ""
 
 
-def load_rows(path: Path, with_lines: bool = False):
+def load_rows(path: Path, with_lines: bool = False, multi_turn: bool = False):
     """(rows, problems): the well-formed rows and a "line N: what is wrong" per other line.
     with_lines: rows come as (line number, row) pairs."""
     rows, problems = [], []
     for n, obj in iter_jsonl(path):
-        bad = row_problem(obj)
+        bad = row_problem(obj, multi_turn)
         if bad:
             problems.append(f"line {n}: {bad}")
         else:
@@ -99,16 +111,18 @@ def _detail(line: str, what: str = "", at: list[int] = ()) -> str:
 
 
 def check(dataset: Path, weakness_json: dict, prior: list[Path] = (),
-          eval_fingerprints: dict | None = None, scored: dict | None = None) -> GateReport:
+          eval_fingerprints: dict | None = None, scored: dict | None = None,
+          multi_turn: bool = False) -> GateReport:
     """Every line of the gate (driver.gates.rules names them). eval_fingerprints (from
     decontam.eval_fingerprints) enables the blind decontamination line and `scored` (from
     accuracy.score_rows) the accuracy line; without them that line is False and says how to
-    get them."""
+    get them. `multi_turn`: the hub env is multi-turn (hub_env.json's interaction), so a row's
+    info.reasoning must be its list of replies (describe.multi_turn)."""
     L = rules.LINE
     rep = GateReport()
     bad_fields = weakness.problems(weakness_json)
     rep.add(L["weakness"].name, not bad_fields, "; ".join(bad_fields[:8]))
-    numbered, problems = load_rows(dataset, with_lines=True)
+    numbered, problems = load_rows(dataset, with_lines=True, multi_turn=multi_turn)
     at = [n for n, _ in numbered]                    # the file line of each well-formed row
     rows = [r for _, r in numbered]
     rep.rows = len(rows)

@@ -44,13 +44,19 @@ ROW_FIELDS: tuple[RowField, ...] = (
     RowField("info.source", "string", '"template:<name>" or "skeleton:train_step_<s>_idx_<i>"',
              "a skeleton row paraphrases failed train rollout <i> (its `idx` in failures.jsonl) of "
              "train step <s>; any other row names its template"),
-    RowField("info.reasoning", "string; for a multi-turn env, a list of strings",
+    RowField("info.reasoning", "string; for a multi-turn env, a list of replies",
              "a full completion in the hub env's answer format; for a multi-turn env (hub_env.json's "
-             "interaction.kind), the replies that win the episode, one per turn",
+             "interaction.kind), the replies that win the episode, one per turn: each a string, or "
+             "on a tool env a reply that calls tools, an assistant message in OpenAI's shape "
+             '`{"role": "assistant", "content": null, "tool_calls": [{"id": "call_0", "type": '
+             '"function", "function": {"name": "TOOL", "arguments": {"ARG": VALUE}}}]}` '
+             "(a tool of hub_env.json's interaction.tools, its arguments a JSON object)",
              "a worked solution ending in the row's answer; the hub rubric scores it as a "
              "completion and must give full reward. A multi-turn env plays the replies, in order, "
              "through its own turns from the row's initial state (question and info), and the hub "
-             "rubric must give that whole episode full reward"),
+             "rubric must give that whole episode full reward; a tool env runs each reply's tool "
+             "calls with the hub's own tools and puts their results in the conversation before the "
+             "next reply"),
     RowField("info.reasoning_depth", "integer or string", "any label, e.g. the number of "
              "solution steps", "how many reasoning steps the row needs; within one bucket no "
              "single value may cover more than 70% of rows (a row without it counts as one "

@@ -19,6 +19,8 @@ from driver.gates import accuracy
 from driver.gates import aux_rewards
 from driver.gates.dataset import check as check_dataset
 from driver.gates import decontam
+from driver.envs import describe
+from driver.envside.rows import tool_exchanges
 from driver.gates import hparams
 from driver.gates.weakness import load as load_weakness
 from driver.arms import table
@@ -107,11 +109,17 @@ def write_failures(ctx: Ctx, n: int) -> tuple[Path, Path, str]:
 
 
 def _episode_fields(row: dict) -> dict:
-    """A rollout's turns: how many replies the student gave (several in a multi-turn episode)."""
+    """A rollout's turns: how many replies the student gave (several in a multi-turn episode);
+    in a tool env's episode, each tool call with its arguments and the result the env gave it
+    (`tool_calls`: envside/rows.py tool_exchanges)."""
     completion = row.get("completion")
     if not isinstance(completion, list):
         return {}
-    return {"turns": sum(1 for m in completion if isinstance(m, dict) and m.get("role") == "assistant")}
+    out: dict = {"turns": sum(1 for m in completion if isinstance(m, dict) and m.get("role") == "assistant")}
+    calls = tool_exchanges(completion)
+    if calls:
+        out["tool_calls"] = calls
+    return out
 
 
 def write_weakness_diff(ctx: Ctx, n: int, sample_path: Path) -> Path | None:
@@ -216,7 +224,7 @@ def dataset(ctx: Ctx, n: int) -> str:
         seconds["hub_rubric"], t0 = time.monotonic() - t0, time.monotonic()
         report = check_dataset(d / ArmFiles.DATASET, weakness_json, prior,
                                decontam.cached_fingerprints(ctx.rd.path, ctx.trainer.python, ctx.hub),
-                               scored)
+                               scored, multi_turn=describe.multi_turn(ctx.hub))
         if (d / ArmFiles.AUX_REWARDS).exists():
             report.lines += aux_rewards.check_with_rows(ctx.trainer.python, d / ArmFiles.AUX_REWARDS,
                                                         weakness_json, d / ArmFiles.DATASET).lines
@@ -353,7 +361,7 @@ def evaluate_iteration(ctx: Ctx, n: int) -> None:
                  if k in metrics and metrics[k].get("eval_acc") is not None), None)
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(
         summary, iter=n, delta_vs_prev=None if prev is None else summary["eval_acc"] - prev,
-        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0), **teacher_usage(ctx, n),
+        verdict=evaluation.verdict(summary["eval_acc"], prev, iter0, summary.get("n_eval")), **teacher_usage(ctx, n),
         **probe_figures(ctx, n), **hparams_record(ctx, n)))
     faults.point("evaluate:after-metrics")
     scratchpad.render(ctx)

@@ -15,7 +15,7 @@ from driver.reporting import scratchpad
 from driver import teachers
 from driver.context import Ctx
 from driver.errors import ArmAborted, DriverError, UsageError
-from driver.arms.arm import Arm, shared_settings
+from driver.arms.arm import Arm, eval_knobs, shared_settings
 from driver.arms.evaluate import evaluate, metrics_entry
 from driver.arms.seal import seal_arm
 from driver.arms.train import train
@@ -111,7 +111,7 @@ def iter0_configs(ctx: Ctx) -> list[Path]:
         ctx.dialect.check_rendered(text)
         atomic_write_text(base, text)
     if not overlay.exists():
-        text = ctx.dialect.render_eval_overlay(ctx.hub, ctx.knobs)
+        text = ctx.dialect.render_eval_overlay(ctx.hub, eval_knobs(ctx))
         ctx.dialect.check_rendered(text)
         atomic_write_text(overlay, text)
     shared = ctx.rd.path / "canonical_shared.toml"
@@ -176,8 +176,36 @@ def baseline(ctx: Ctx) -> None:
     summary = evaluate(ctx, arm, rows=ctx.hub["train_size"], extra={"source": "trained"})
     ctx.rd.upsert_metric("iters", "iter", metrics_entry(summary, iter=0,
                                                         source="trained"))
+    ended = episode_ends(ctx, arm)
+    if ended:
+        ctx.say(f"[iter_0] {ended}")
     ctx.anchored("trained", str(arm.out), summary["final_step"])
     scratchpad.render(ctx)
+
+
+def episode_ends(ctx: Ctx, arm: Arm) -> str | None:
+    """How a multi-turn env's train episodes of the arm ended, counted over every train step
+    (verifiers' stop conditions), with the episodes the student's context cut (prompt_too_long)
+    named apart: they end before the env's turn limit, whatever the student plays. None for a
+    single-turn env or an arm without train rows."""
+    from collections import Counter
+
+    it = ctx.hub.get("interaction") or {}
+    if it.get("kind") in (None, "single_turn"):
+        return None
+    stops: Counter = Counter()
+    for s in ctx.dialect.train_steps(arm.out, arm.resume_step or 0, arm.final_step(ctx.state.steps_per_run)):
+        stops.update(str(r.get("stop_condition") or "unknown") for r in ctx.dialect.train_rows(arm.out, s))
+    total = sum(stops.values())
+    if not total:
+        return None
+    line = (f"train episodes: {total}, ended by " + ", ".join(f"{k} {v}" for k, v in stops.most_common()))
+    cut = stops.get("prompt_too_long", 0)
+    if cut:
+        line += (f"; {cut} of {total} were cut by the student's context (prompt_too_long) before the "
+                 f"env's max_turns {it.get('max_turns')}: the run header states the context; a "
+                 "student with a longer one, or shorter replies, lets them finish")
+    return line
 
 
 @dataclass(frozen=True)
@@ -404,7 +432,7 @@ def init_from(ctx: Ctx) -> None:
     if measured_here:   # re-entrant: a finished measurement is not launched again
         final_eval(ctx, arm, f)
     summary = evaluation.aggregate(eval_file, selection_env=ctx.dialect.selection_env,
-                                   view=ctx.dialect.eval_view)
+                                   view=ctx.dialect.eval_view, draws_envs=ctx.dialect.draws_envs)
     summary.update({"source": "init-from", "final_step": f, "rows": None,
                     "checkpoint": str(ctx.dialect.weights_dir(out, f)),
                     "eval_config": _reused_eval_config(ctx, source, arm, measured=measured_here)})

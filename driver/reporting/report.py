@@ -94,7 +94,7 @@ def write(ctx: Ctx) -> Path:
                 + (f" (--max-cost ${st.max_cost_usd:g})" if st.max_cost_usd is not None else "")]
                if st.backend == "hosted" or st.max_cost_usd is not None else []),
              f"- status **{st.status}** · phase {st.phase} · iterations run {st.iteration}"
-             + (f" · loop ended: {st.loop_end}" if st.loop_end else ""),
+             + (f" · loop ended: {' and '.join(st.limits_reached())}" if st.loop_end else ""),
              f"- wall time {((st.end_ts or 0) - st.start_ts) / 60:.1f} min" if st.end_ts else "- still running",
              "", "## Summary", "", "```", summary.summary_text(ctx, rows), "```", "",
              *_replay_noise_lines(summary.replay_noise(ctx, rows)),

@@ -28,6 +28,9 @@ def status_payload(run_dir: str) -> dict:
                                                      "eval_acc": latest["eval_acc"]},
         "elapsed_s": round(elapsed, 1), "budget_s": st.budget_seconds,
         "max_iters": st.max_iters, "reason": st.reason,
+        # every limit the loop's end reached (status names the first): an agent reads whether
+        # the run reached the iterations asked for (max_iters_reached) as well as its budget
+        "loop_limits": st.limits_reached(),
         "trainer_pid": st.trainer.pid if st.trainer else None,
         "eval_acc": {f"iter_{i['iter']}": i.get("eval_acc") for i in m["iters"]},
         "controls": {c["run"]: c.get("eval_acc") for c in m["controls"]},

@@ -4,7 +4,7 @@ with it; and the sentences a reader needs to read the numbers. From numeric reco
 from __future__ import annotations
 
 from driver.analysis import stats
-from driver.analysis.evaluation import wilson_interval
+from driver.analysis.evaluation import DRAWS, GREEDY, deciding_measure, wilson_interval
 from driver.arms import table
 from driver.arms.best import best_iteration
 from driver.context import Ctx
@@ -33,17 +33,50 @@ def comparable(a: dict, b: dict) -> bool:
     return sa is not None and sb is not None and all(sa[k] == sb[k] for k in sa.keys() & sb.keys())
 
 
+def outcomes(summary: dict, measure: str, split: str = "eval") -> dict:
+    """Per-example outcomes of one split on one measurement: 0/1 correctness of the greedy
+    rollout, or the mean over the example's draws."""
+    s = summary.get("selection") or {} if split == "selection" else summary
+    if measure == DRAWS:
+        return (s.get("draws") or {}).get("mean_by_example") or {}
+    return s.get("correct_by_example") or {}
+
+
+def compare(measure: str, base: dict, arm: dict) -> dict:
+    """The paired test that fits the measurement: exact McNemar on greedy 0/1 outcomes, a paired
+    t-test on per-example draw means."""
+    return stats.paired_means(base, arm) if measure == DRAWS else stats.paired(base, arm)
+
+
+def _mean_ci(means: dict[str, float]) -> list[float] | None:
+    """The 95% t interval of a per-draw success rate, with the example as the unit."""
+    values = list(means.values())
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    n, mean = len(values), sum(values) / len(values)
+    sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
+    half = float(t.ppf(0.975, n - 1)) * sd / n ** 0.5
+    return [max(0.0, mean - half), min(1.0, mean + half)]
+
+
 def summary_rows(ctx: Ctx) -> list[dict]:
     """One row per arm: accuracy with its 95% interval, strict and lenient, per population, and
-    the paired comparison with iter_0 (lift, its 95% interval, exact McNemar p)."""
+    the paired comparison with iter_0 (lift, its 95% interval, exact McNemar p), on greedy
+    pass@1 and, where the run has them, on the stochastic draws (paired t-test); choices are
+    made on the deciding measure (evaluation.deciding_measure)."""
     m = ctx.rd.load_metrics()
     best = best_iteration(ctx)
     arms = [(f"iter_{it['iter']}", it) for it in sorted(m["iters"], key=lambda r: r["iter"])]
     order = {c.name: k for k, c in enumerate(table.CONTROLS)}   # the table's order
     arms += [(c["run"], c) for c in sorted(m["controls"], key=lambda r: order.get(r["run"], len(order)))]
     summaries = {name: arm_summary(ctx, name) or {} for name, _ in arms}   # each read once
+    measure = deciding_measure([entry for _, entry in arms])
     base_correct = summaries.get("iter_0", {}).get("correct_by_example") or {}
     best_correct = summaries.get(f"iter_{best['best_iter']}", {}).get("correct_by_example") if best else None
+    base_draws = outcomes(summaries.get("iter_0", {}), DRAWS)
+    best_draws = outcomes(summaries.get(f"iter_{best['best_iter']}", {}), DRAWS) if best else {}
     names = {c.name: c.label for c in table.CONTROLS}
     paired_with_best = {c.name for c in table.CONTROLS if c.compare_with_best}
     with_hub_rows = {c.name for c in table.CONTROLS if c.with_hub_rows}
@@ -52,8 +85,9 @@ def summary_rows(ctx: Ctx) -> list[dict]:
         s = summaries[name]
         acc, n = entry.get("eval_acc"), s.get("n_eval") or entry.get("n_eval")
         rows_label = entry.get("rows")
-        if name in with_hub_rows and rows_label is not None:   # the hub's train rows beside its own
-            rows_label = f"{ctx.hub.get('train_size', '?')}+{rows_label}"
+        if name in with_hub_rows and rows_label is not None and not entry.get("rows_from"):
+            # recorded before metrics.json counted the hub's train rows in `rows`
+            rows_label = rows_label + int(ctx.hub.get("train_size") or 0)
         row = {"run": names.get(name, name + (" (real)" if name == "iter_0" else "")), "arm": name,
                "rows": rows_label, "eval_acc": acc, "n": n, "ckpt": entry.get("checkpoint"),
                "skipped": entry.get("skipped", False), "verdict": entry.get("verdict"),
@@ -64,14 +98,23 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                "train_reward_by_step": s.get("train_reward_by_step") or {},
                "best": bool(best and name == f"iter_{best['best_iter']}"),
                "cost_usd": entry.get("cost_usd"), "n_errored": entry.get("n_errored") or 0,
-               "measures": (entry.get("eval_config") or {}).get("measures")}
+               "measures": (entry.get("eval_config") or {}).get("measures"),
+               "measure": measure, "draws_acc": entry.get("draws_acc"),
+               "n_draws": entry.get("n_draws"),
+               "draws_per_example": (s.get("draws") or {}).get("per_example"),
+               "selection_draws_acc": entry.get("selection_draws_acc"),
+               "rows_made": entry.get("rows_made"), "gate_differs": entry.get("gate_differs")}
         if acc is not None and n:
             row["acc_ci"] = list(wilson_interval(round(acc * n), n))
+        if outcomes(s, DRAWS):
+            row["draws_ci"] = _mean_ci(outcomes(s, DRAWS))
         if name != "iter_0" and s and summaries.get("iter_0") and not comparable(summaries["iter_0"], s):
             # measured under another eval setting than iter_0: a lift would compare the settings
             row["other_setting"] = True
         elif name != "iter_0" and base_correct and s.get("correct_by_example"):
             row["vs_iter0"] = stats.paired(base_correct, s["correct_by_example"])
+            if base_draws and outcomes(s, DRAWS):
+                row["vs_iter0_draws"] = stats.paired_means(base_draws, outcomes(s, DRAWS))
             pops = s.get("population_by_example") or {}
             if pops:
                 row["vs_iter0_by_population"] = {
@@ -82,35 +125,49 @@ def summary_rows(ctx: Ctx) -> list[dict]:
                 comparable(summaries[f"iter_{best['best_iter']}"], s):
             # the best iteration against this control (untargeted rows: did targeting matter?)
             row["best_vs_control"] = stats.paired(s["correct_by_example"], best_correct)
+            if best_draws and outcomes(s, DRAWS):
+                row["best_vs_control_draws"] = stats.paired_means(outcomes(s, DRAWS), best_draws)
         rows.append(row)
-    compared = {r["arm"]: r["vs_iter0"]["p_value"] for r in rows
-                if r["arm"].startswith("iter_") and r.get("vs_iter0", {}).get("n")}
+    key = "vs_iter0_draws" if measure == DRAWS else "vs_iter0"
+    compared = {r["arm"]: r[key]["p_value"] for r in rows
+                if r["arm"].startswith("iter_") and r.get(key, {}).get("n")}
     if compared and not any(r["selection_acc"] is not None for r in rows):
         # no selection split: the best is chosen on the examples it is reported on
         for name, p in stats.holm(compared).items():
             next(r for r in rows if r["arm"] == name)["p_holm"] = p
-    choice = recommend(rows, summaries)
+    choice = recommend(rows, summaries, measure)
     if choice is not None:
         next(r for r in rows if r["arm"] == choice["arm"])["recommended"] = choice["why"]
     return rows
 
 
-def _selection_correct(summary: dict) -> dict:
-    """Per-example correctness on the split arms are chosen on: the selection split where the
-    hub env has one, else the eval split."""
-    return (summary.get("selection") or summary).get("correct_by_example") or {}
+def _selection_outcomes(summary: dict, measure: str = GREEDY) -> dict:
+    """Per-example outcomes on the split arms are chosen on: the selection split where the hub
+    env has one, else the eval split."""
+    return outcomes(summary, measure, "selection" if summary.get("selection") else "eval")
 
 
-def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
+MEASURE_WORDS = {GREEDY: "greedy pass@1", DRAWS: "the per-draw success rate"}
+TEST_WORDS = {GREEDY: "McNemar", DRAWS: "paired t"}
+
+
+def recommend(rows: list[dict], summaries: dict[str, dict], measure: str = GREEDY) -> dict | None:
     """The checkpoint to use, by a rule that never promotes an arm on a difference the split it
-    is chosen on cannot resolve: the best iteration when it beats iter_0 there by a paired
-    exact McNemar test at 5% (Holm-adjusted over the iterations compared where the env has no
+    is chosen on cannot resolve: the best iteration when it beats iter_0 there by the paired
+    test of the deciding measure at 5% (exact McNemar on greedy outcomes, a paired t-test on
+    per-example draw means; Holm-adjusted over the iterations compared where the env has no
     selection split), else iter_0; a control only when it beats that choice there the same way.
     Returns {"arm", "why"} (one sentence), or None when iter_0 has no evaluation."""
     if summaries.get("iter_0", {}).get("eval_acc") is None:
         return None
     on = "the selection split" if any(r.get("selection_acc") is not None for r in rows) else \
         "the eval split (the env has no selection split)"
+    test = TEST_WORDS[measure]
+    measured = f", on {MEASURE_WORDS[measure]} ({test})"
+
+    def _selection_correct(summary: dict) -> dict:
+        return _selection_outcomes(summary, measure)
+
     base = _selection_correct(summaries["iter_0"])
     best = next((r for r in rows if r["best"]), None)
     choice, why = "iter_0", "no iteration was evaluated beyond iter_0"
@@ -118,11 +175,11 @@ def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
         why = (f"the best iteration, {best['arm']}, was measured under another eval setting than "
                "iter_0, so no comparison between them is made")
     elif best is not None:
-        v = stats.paired(base, _selection_correct(summaries[best["arm"]]))
+        v = compare(measure, base, _selection_correct(summaries[best["arm"]]))
         p = v.get("p_value", 1.0) if v.get("n") else 1.0
         if "p_holm" in best:   # chosen on the examples it is reported on: Holm over iterations
             p = best["p_holm"]
-        lift = f"{100 * v['lift']:+.1f} points (p = {p:.3g}, n = {v['n']})" if v.get("n") else "n/a"
+        lift = f"{100 * v['lift']:+.1f} points (p = {p:.3g}, n = {v['n']}){measured}" if v.get("n") else "n/a"
         if v.get("n") and v["lift"] > 0 and p < stats.ALPHA:
             choice, why = best["arm"], f"it beats iter_0 on {on} by {lift}"
         else:
@@ -133,10 +190,10 @@ def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
         if r["arm"].startswith("iter_") or r.get("eval_acc") is None or \
                 not comparable(summaries[choice], summaries[r["arm"]]):
             continue
-        v = stats.paired(chosen, _selection_correct(summaries[r["arm"]]))
+        v = compare(measure, chosen, _selection_correct(summaries[r["arm"]]))
         if v.get("n") and v["lift"] > 0 and v["significant"]:
             choice, why = r["arm"], (f"the control beats {choice} on {on} by {100 * v['lift']:+.1f} "
-                                     f"points (p = {v['p_value']:.3g}, n = {v['n']})")
+                                     f"points (p = {v['p_value']:.3g}, n = {v['n']}){measured}")
             chosen = _selection_correct(summaries[choice])
     return {"arm": choice, "why": why}
 
@@ -144,12 +201,13 @@ def recommend(rows: list[dict], summaries: dict[str, dict]) -> dict | None:
 REPLAY = "run_a"   # the control that trains the best iteration's own rows again, from iter_0
 
 
-def noise_figure(replayed: dict[str, int], replay: dict[str, int]) -> dict:
+def noise_figure(replayed: dict, replay: dict, measure: str = GREEDY) -> dict:
     """The replay's paired difference from the iteration it replays (replay - replayed), on the
-    eval examples both answered: exact McNemar p, Newcombe 95% interval (driver.analysis.stats).
+    eval examples both answered, on `measure`: exact McNemar p and Newcombe 95% interval on
+    greedy outcomes, a paired t-test and its interval on draw means (driver.analysis.stats).
     Both arms trained on the same rows from the same checkpoint under one config, so whatever
     separates them is the setting's arm-to-arm noise."""
-    v = stats.paired(replayed, replay)
+    v = compare(measure, replayed, replay)
     if not v.get("n"):
         return {"n": 0}
     return {"n": v["n"], "difference": v["lift"], "difference_ci": v["lift_ci"],
@@ -195,20 +253,22 @@ def replay_noise(ctx: Ctx, rows: list[dict]) -> dict:
     replayed = f"iter_{entry['best_iter']}" if entry.get("best_iter") else None
     replay_s = arm_summary(ctx, REPLAY) or {}
     replayed_s = (arm_summary(ctx, replayed) if replayed else None) or {}
-    if not replay_s.get("correct_by_example") or not replayed_s.get("correct_by_example"):
+    measure = next((r["measure"] for r in rows if r.get("measure")), GREEDY)
+    if not outcomes(replay_s, measure) or not outcomes(replayed_s, measure):
         return _unmeasured(f"{REPLAY} or the iteration it replays has no per-example record")
     if not comparable(replayed_s, replay_s):
         return _unmeasured(f"{REPLAY} was measured under another eval setting than {replayed}")
-    figure = noise_figure(replayed_s["correct_by_example"], replay_s["correct_by_example"])
+    figure = noise_figure(outcomes(replayed_s, measure), outcomes(replay_s, measure), measure)
     if not figure["n"]:
         return _unmeasured(f"{REPLAY} and {replayed} answered no eval example in common")
-    noise = {"measured": True, "replay": REPLAY, "replayed": replayed, **figure}
+    noise = {"measured": True, "replay": REPLAY, "replayed": replayed, "measure": measure, **figure}
     best = next((r for r in rows if r["best"]), None)
-    if best is not None and (best.get("vs_iter0") or {}).get("n"):
+    lift = (best or {}).get("vs_iter0_draws" if measure == DRAWS else "vs_iter0") or {}
+    if best is not None and lift.get("n"):
         noise["best"] = best["arm"]
-        noise["best_lift"] = best["vs_iter0"]["lift"]
-        noise["best_lift_ci"] = best["vs_iter0"]["lift_ci"]
-        noise["lift_vs_noise"] = lift_against_noise(best["vs_iter0"], figure["difference"])
+        noise["best_lift"] = lift["lift"]
+        noise["best_lift_ci"] = lift["lift_ci"]
+        noise["lift_vs_noise"] = lift_against_noise(lift, figure["difference"])
     return noise
 
 
@@ -226,8 +286,9 @@ def noise_sentence(noise: dict) -> str:
     band = f"{100 * abs(d):.1f}"
     text = (f"Replay noise: {noise['replay']} ({noise['replayed']}'s rows trained again from iter_0, "
             f"same config) differs from {noise['replayed']} by {_points(d)} [{_points(lo)}, "
-            f"{_points(hi)}] points (McNemar p {noise['p_value']:.3g}, n = {noise['n']}), one sample of "
-            "this setting's arm-to-arm noise.")
+            f"{_points(hi)}] points on {MEASURE_WORDS[noise.get('measure', GREEDY)]} "
+            f"({TEST_WORDS[noise.get('measure', GREEDY)]} p {noise['p_value']:.3g}, "
+            f"n = {noise['n']}), one sample of this setting's arm-to-arm noise.")
     if "lift_vs_noise" not in noise:
         return text + " No best iteration's lift over iter_0 was measured to set beside it."
     lift = (f"{noise['best']}'s lift over iter_0, {_points(noise['best_lift'])} "
@@ -255,6 +316,9 @@ def _lift(v: dict | None) -> tuple[str, str, str]:
 def table_text(rows: list[dict], noise: dict | None = None) -> str:
     """The table and its sentences; `noise` (replay_noise) adds the replay-noise sentence."""
     selection = any(r.get("selection_acc") is not None for r in rows)
+    draws = any(r.get("draws_acc") is not None for r in rows)
+    measure = next((r["measure"] for r in rows if r.get("measure")), GREEDY)
+    decided = "vs_iter0_draws" if measure == DRAWS else "vs_iter0"
     holm = any("p_holm" in r for r in rows)
     cost = any(r.get("cost_usd") is not None for r in rows)   # a billed (hosted) run
     # one column per population the env's metrics name (evaluation's naming rule), in order
@@ -264,6 +328,7 @@ def table_text(rows: list[dict], noise: dict | None = None) -> str:
             + f"{'strict % [95% CI]':<20}" + (f"{'lenient %':>9}  " if lenient else "  ")
             + "".join(f"{name + ' %':>{max(6, len(name) + 2)}} " for name in pop_names)
             + f" {'lift vs iter_0 [95% CI]':<26}{'McNemar p':>10}  "
+            + (f"{'draws % [95% CI]':<20}{'draws lift [95% CI]':<26}{'t p':>9}  " if draws else "")
             + (f"{'Holm p':>7}  " if holm else "")
             + f"{'sig 5%':<7}{'vs prev':<10}" + (f"{'cost $':>8}  " if cost else "")
             + "ckpt")   # vs prev: verdict against the previous iteration
@@ -277,7 +342,13 @@ def table_text(rows: list[dict], noise: dict | None = None) -> str:
             ci = r.get("acc_ci")
             acc = f"{_pct(r['eval_acc'])}" + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
         pops = r.get("acc_by_population") or {}
-        lift, p, sig = _lift(r.get("vs_iter0"))
+        lift, p, _ = _lift(r.get("vs_iter0"))
+        d_lift, d_p, _ = _lift(r.get("vs_iter0_draws"))
+        sig = _lift(r.get(decided))[2]
+        d_ci = r.get("draws_ci")
+        d_acc = (f"{_pct(r.get('draws_acc'))}" + (f" [{_pct(d_ci[0])}, {_pct(d_ci[1])}]" if d_ci else "")
+                 if r.get("draws_acc") is not None else "-")
+        sel_acc = r.get("selection_draws_acc") if measure == DRAWS else r.get("selection_acc")
         if holm and "p_holm" in r:
             sig = "yes" if r["p_holm"] < stats.ALPHA else "no"
         holm_p = f"{r['p_holm']:.3g}" if "p_holm" in r else "-"
@@ -285,27 +356,36 @@ def table_text(rows: list[dict], noise: dict | None = None) -> str:
         lines.append(
             f"{r['run']:<27}{str(r['rows'] if r['rows'] is not None else '-'):>9} "
             f"{str(r.get('n') or '-'):>5}  "
-            + (f"{_pct(r.get('selection_acc')):>6}  " if selection else "")
+            + (f"{_pct(sel_acc):>6}  " if selection else "")
             + f"{acc:<20}" + (f"{_pct(r.get('lenient_acc')):>9}  " if lenient else "  ")
             + "".join(f"{_pct(pops.get(name)):>{max(6, len(name) + 2)}} " for name in pop_names)
             + f" {lift:<26}{p:>10}  "
+            + (f"{d_acc:<20}{d_lift:<26}{d_p:>9}  " if draws else "")
             + (f"{holm_p:>7}  " if holm else "")
             + f"{sig:<7}{(r.get('verdict') or '-'):<10}"
             + (f"{'-' if r.get('cost_usd') is None else format(r['cost_usd'], '.2f'):>8}  " if cost else "")
             + f"{r['ckpt'] or '-'}{mark}")
     best = next((r for r in rows if r["best"]), None)
     for c in (r for r in rows if r.get("best_vs_control")) if best else ():
-        lift, p, sig = _lift(c["best_vs_control"])
-        lines.append(f"{best['arm']} (best) vs {c['arm']} ({table.control(c['arm']).purpose}; "
-                     f"same steps): {lift}, McNemar p {p}, significant at 5%: {sig} "
-                     f"(n = {c['best_vs_control']['n']})")
+        for key, words in (("best_vs_control", MEASURE_WORDS[GREEDY]),
+                           ("best_vs_control_draws", MEASURE_WORDS[DRAWS])):
+            if not (c.get(key) or {}).get("n"):
+                continue
+            lift, p, sig = _lift(c[key])
+            test = TEST_WORDS[DRAWS if key.endswith("draws") else GREEDY]
+            lines.append(f"{best['arm']} (best) vs {c['arm']} ({table.control(c['arm']).purpose}; "
+                         f"same steps), {words}: {lift}, {test} p {p}, significant at 5%: {sig} "
+                         f"(n = {c[key]['n']})")
+    for c in (r for r in rows if r.get("best_vs_control")) if best else ():
+        lines.append(control_rows_sentence(c))
+    lines.append(measure_sentence(rows, measure))
     if noise is not None:
         lines.append(noise_sentence(noise))
     if selection:
         n_sel = next((r["n_selection"] for r in rows if r.get("n_selection")), None)
-        lines.append(f"val %: the hub env's selection split (n = {n_sel}), on which the best "
-                     "iteration and the recommended checkpoint are chosen; every other column is the "
-                     "eval split, which played no part in choosing.")
+        lines.append(f"val %: the hub env's selection split (n = {n_sel}), {MEASURE_WORDS[measure]}, "
+                     "on which the best iteration and the recommended checkpoint are chosen; every "
+                     "other column is the eval split, which played no part in choosing.")
     else:
         lines.append("The hub env has no selection split: the best iteration is chosen on the same "
                      "examples its lift is reported on" + (
@@ -330,11 +410,41 @@ def table_text(rows: list[dict], noise: dict | None = None) -> str:
     lines.append("strict: the env's reward" + ("; lenient: the right number in any format (a "
                  "zero-weight metric)" if lenient else "") + ". rows: the arm's training rows "
                  "(the hub's train rows + the generated ones, where a control trains on both). "
-                 "Lift: paired on the eval examples both arms answered (controls are "
-                 "evaluated on the whole eval split, iterations on --eval-examples of it); p: "
-                 "exact McNemar; CI: Newcombe. "
+                 "Lift: paired on the eval examples both arms answered (every arm is evaluated on "
+                 "the same examples); greedy: exact McNemar p, Newcombe CI"
+                 + ("; draws: paired t-test over each example's mean over its draws, t CI" if draws
+                    else "") + ". sig 5%: on the measurement the summary decides on. "
                  "vs prev: the seed's verdict against the previous iteration.")
     return "\n".join(lines)
+
+
+def control_rows_sentence(c: dict) -> str:
+    """How a compared control's rows were made, and every way besides aim they differ from the
+    teacher's: the gate lines not about aim they fail (controls.held_to_gate)."""
+    made = f"{c['arm']}'s rows: {c['rows_made']}." if c.get("rows_made") else \
+        f"{c['arm']}'s rows: how they were made was not recorded."
+    if c.get("gate_differs") is None:
+        return made + " They were not held to the teacher's gate, so best - C may mix aim with other differences."
+    if not c["gate_differs"]:
+        return (made + " Held to the teacher's gate on its lines not about aim (wording and "
+                "duplicates, prior rows, full reward, decontamination), they pass every one: "
+                "best - C differs in aim, not in what the gate asks of rows.")
+    return (made + " Held to the teacher's gate on its lines not about aim, they fail "
+            + "; ".join(c["gate_differs"]) + ": best - C mixes aim with these differences.")
+
+
+def measure_sentence(rows: list[dict], measure: str) -> str:
+    """Which measurement the choices were made on, and the other one beside it."""
+    k = next((r["draws_per_example"] for r in rows if r.get("draws_per_example")), None)
+    n_draws = next((r["n_draws"] for r in rows if r.get("n_draws")), None)
+    if measure == DRAWS:
+        return (f"Decided on: the per-draw success rate over {k} stochastic draws per example "
+                f"({n_draws} responses per arm; temperature 1.0; seed 003's second measurement), "
+                "the less noisy of the two: the best iteration, the recommendation and the replay "
+                "noise use it. Greedy pass@1 is shown beside it.")
+    why = ("not every arm has draws" if any(r.get("draws_acc") is not None for r in rows)
+           else "the run has no draws (--eval-draws 0, or a backend whose eval cannot sample them)")
+    return f"Decided on: greedy pass@1 ({why})."
 
 
 def cost_line(ctx: Ctx) -> str:

@@ -118,8 +118,19 @@ class Knobs(BaseModel):
              "[orchestrator.buffer] online_difficulty_filtering = true; current prime-rl filters "
              "zero-advantage groups by default (filter_zero_advantages). A canonical "
              "--base-config keeps its own setting for iter_0")
-    eval_examples: int = setting(200, help="hub eval examples per iteration's evaluation (controls "
-                                           "are evaluated on the whole eval split)", ge=1)
+    eval_examples: int = setting(200, help="hub eval examples per arm's evaluation, of the eval "
+                                           "split and of the selection split each: every arm, the "
+                                           "controls included, is measured on the same examples",
+                                 ge=1)
+    eval_draws: int = setting(
+        4, ge=0, le=64,
+        help="stochastic draws per eval example beside the greedy one (seed 003's second "
+             "measurement: a per-draw success rate at temperature 1.0, each draw with a fixed "
+             "seed common to every arm; 0: greedy only). Where every arm has them the summary "
+             "decides on them and prints both. Measured on --backend local and on current "
+             "prime-rl (a per-source sampling override); classic prime-rl and hosted runs share "
+             "one eval sampling across eval envs, so there the eval is greedy only and the "
+             "header says so")
     eval_temperature: float = setting(
         0.0, ge=0, le=2,
         help="sampling temperature of every arm's eval, iter_0's included (0: greedy), rendered "
@@ -208,8 +219,7 @@ class RunConfig(Knobs):
              "start (the teacher's time and any time the run was stopped included): Nh, Nm or Ns. "
              "The loop starts another iteration only while the time left covers it and the "
              "controls at their measured time (an iteration at the slowest so far, or at iter_0's "
-             "training and evaluation before the first; a control at the slowest arm, scaled up "
-             "for its whole-split eval), so the controls run inside it. `driver resume RUN --budget 12h` "
+             "training and evaluation before the first; a control at the slowest arm), so the controls run inside it. `driver resume RUN --budget 12h` "
              "extends it, re-opening a loop that ended on it", gt=0, flag="--budget", parse="duration",
         resumable=True,
         by_backend={"prime_rl": 10 * 3600, "local": 2 * 3600, "hosted": 10 * 3600})
@@ -299,7 +309,7 @@ class RunConfig(Knobs):
         by_backend={"prime_rl": 7200, "local": 1800, "hosted": 7200},
         help="after an arm's last train step (or from launch, for a final-weights eval), how long "
              "its eval may take to complete before the launch is stopped and the arm marked "
-             "failed; a control is evaluated on the whole eval split")
+             "failed")
     queue_timeout_s: float = setting(
         21600, flag="--queue-timeout", parse="duration", gt=0, resumable=True,
         help="--backend hosted: how long a run may wait in the platform's queue (QUEUED, PENDING; "
@@ -421,6 +431,10 @@ class RunState(RunConfig):
     phase: str = "introspect"
     iteration: int = 0
     loop_end: Literal["budget_exhausted", "max_iters_reached", "cost_exhausted"] | None = None
+    # every limit the loop's end reached, loop_end first (a run can reach its budget and its
+    # iteration cap at one gate); empty in a run.json written before the field: [loop_end] then
+    loop_limits: list[Literal["budget_exhausted", "max_iters_reached", "cost_exhausted"]] = \
+        Field(default_factory=list)
     reason: str | None = None
     history: list[PhaseRecord] = Field(default_factory=list)
     trainer: TrainerProcess | None = None
@@ -438,9 +452,23 @@ class RunState(RunConfig):
     end_ts: float | None = None
     total_duration_s: float | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _written_before_draws(cls, values: Any) -> Any:
+        # a run.json written before --eval-draws existed measured greedy only: resuming it keeps
+        # that, so its later arms stay comparable with its earlier ones
+        if isinstance(values, dict) and "format_version" in values and "eval_draws" not in values:
+            values = {**values, "eval_draws": 0}
+        return values
+
     def knobs(self) -> Knobs:
         """The run's knobs (the dialects render every arm from these, or an arm's copy)."""
         return Knobs.model_validate(self.model_dump(include=set(Knobs.model_fields)))
+
+    def limits_reached(self) -> list[str]:
+        """Every limit the loop's end reached, the one it is recorded under (loop_end) first; a
+        run.json from before loop_limits names loop_end alone; [] while the loop is open."""
+        return list(self.loop_limits) or ([self.loop_end] if self.loop_end else [])
 
 
 # --------------------------------------------------------------------------------------------
@@ -467,6 +495,13 @@ class ArmMetrics(BaseModel):
     selection_acc: float | None = Field(None, ge=0, le=1,
                                         description="selection split accuracy, when the hub has one")
     n_selection: int | None = Field(None, ge=0)
+    draws_acc: float | None = Field(None, ge=0, le=1, description="eval split: the per-draw "
+                                    "success rate over --eval-draws stochastic draws per example")
+    n_draws: int | None = Field(None, ge=0, description="scored draws behind draws_acc")
+    selection_draws_acc: float | None = Field(None, ge=0, le=1,
+                                              description="the selection split's per-draw success rate")
+    rows_from: dict[str, int] | None = Field(None, description="where `rows` came from, by source, "
+                                             "when an arm trains on rows of several (run B)")
     train_reward_mean: float | None = None
     train_diagnose: dict | None = None        # driver.analysis.diagnose's figures for the last step
     checkpoint: str | None = None
@@ -482,6 +517,9 @@ class ArmMetrics(BaseModel):
     env_hub_ref: str | None = Field(None, description="the arm's generated env as published to "
                                     "the Environments Hub (owner/name@version), for hosted runs")
     best_iter: int | None = Field(None, ge=1, description="the iteration a control replays")
+    rows_made: str | None = Field(None, description="how a control's rows were made (its row source)")
+    gate_differs: list[str] | None = Field(None, description="the gate lines not about aim that a "
+                                           "control's untargeted rows fail where the teacher's passed")
     eval_config: dict | None = None           # the eval configuration it was measured with
 
     @model_validator(mode="after")

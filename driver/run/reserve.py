@@ -73,7 +73,7 @@ def control_seconds(history: Iterable, names: Iterable[str]) -> list[float]:
 def control_scale(train_rollouts: int, iteration_eval_rows: int, control_eval_rows: int) -> float:
     """How many times an iteration's arm a control is. A control trains the steps an iteration
     trains (from iter_0's checkpoint or the base model, as iter_0 did) and is evaluated on the
-    hub's whole eval split where an iteration uses --eval-examples of it. The phase history does
+    examples an iteration is (its eval rows are given apart all the same). The phase history does
     not part an arm's training from its evaluation (both run in its train phase), so the arm's
     whole time is scaled by the rollouts each samples: its train rollouts (steps x batch size)
     plus its eval rows. That takes an eval rollout to cost no more than a train rollout (it is

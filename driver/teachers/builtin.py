@@ -149,10 +149,26 @@ def failing_range(sample: list[tuple[dict, dict]], fam: Family) -> dict | None:
     """Where along a magnitude of the problem (fam.magnitudes: the peak stock, the closing
     stock) the student's train rollouts fail far more often than elsewhere: the cut ("at least
     t" or "at most t") whose inside fails most clearly more than its outside, by a one-sided
-    Fisher exact test. Only rollouts without a surface feature count (a distractor fails a row
-    whatever its numbers). `sample` holds (train rollout, problem) pairs; None when no cut has
-    the evidence (AIM_EVIDENCE each side, p < AIM_P, a failure rate AIM_RATIO times the rest's)."""
+    Fisher exact test; then, while a narrower cut on the same side fails clearly more than the
+    margin it leaves out (the same test and bars), that narrower one. The first step finds the
+    edge with the most evidence, which can take in a margin where the student fails only
+    sometimes (more rollouts, so a smaller p); the second keeps the aim off that margin, where
+    rows would go to problems the student mostly solves. Only rollouts without a surface
+    feature count (a distractor fails a row whatever its numbers). `sample` holds (train
+    rollout, problem) pairs; None when no cut has the evidence (AIM_EVIDENCE each side, p <
+    AIM_P, a failure rate AIM_RATIO times the rest's)."""
     from scipy.stats import fisher_exact
+
+    def clearer(inside: list[int], rest: list[int]) -> float | None:
+        """The one-sided p that `inside` fails more than `rest`, where the bars are met."""
+        n_in, f_in, n_out, f_out = len(inside), sum(inside), len(rest), sum(rest)
+        if min(n_in, n_out) < AIM_EVIDENCE or f_in * n_out < AIM_RATIO * f_out * n_in:
+            return None
+        p = fisher_exact([[f_in, n_in - f_in], [f_out, n_out - f_out]], alternative="greater")[1]
+        return float(p) if p < AIM_P else None
+
+    def within(v, side: str, t) -> bool:
+        return v >= t if side == "at_least" else v <= t
 
     surfaces = set(fam.surface_shares)
     clean = [(p, failed(r)) for r, p in sample if _clean(r, surfaces)]
@@ -161,18 +177,33 @@ def failing_range(sample: list[tuple[dict, dict]], fam: Family) -> dict | None:
         values = [(measure(p), f) for p, f in clean]
         for t in sorted({v for v, _ in values}):
             for side in ("at_least", "at_most"):
-                inside = [f for v, f in values if (v >= t if side == "at_least" else v <= t)]
-                n_in, f_in = len(inside), sum(inside)
-                n_out, f_out = len(values) - n_in, sum(f for _, f in values) - f_in
-                if min(n_in, n_out) < AIM_EVIDENCE or f_in * n_out < AIM_RATIO * f_out * n_in:
-                    continue
-                p = fisher_exact([[f_in, n_in - f_in], [f_out, n_out - f_out]],
-                                 alternative="greater")[1]
-                if p < AIM_P and (best is None or p < best["p"]):
-                    best = {"magnitude": name, side: t, "p": float(p),
-                            "inside": {"rollouts": n_in, "failed": f_in},
-                            "outside": {"rollouts": n_out, "failed": f_out}}
-    return best
+                p = clearer([f for v, f in values if within(v, side, t)],
+                            [f for v, f in values if not within(v, side, t)])
+                if p is not None and (best is None or p < best["p"]):
+                    best = {"magnitude": name, "side": side, "t": t, "p": p}
+    if best is None:
+        return None
+    values = [(fam.magnitudes[best["magnitude"]](p), f) for p, f in clean]
+    side = best["side"]
+    while True:   # narrow the cut while its core fails clearly more than its margin
+        inside = [(v, f) for v, f in values if within(v, side, best["t"])]
+        sharper = None
+        for t in sorted({v for v, _ in inside}):
+            if t == best["t"]:
+                continue
+            p = clearer([f for v, f in inside if within(v, side, t)],
+                        [f for v, f in inside if not within(v, side, t)])
+            if p is not None and (sharper is None or p < sharper[1]):
+                sharper = (t, p)
+        if sharper is None:
+            break
+        best["t"] = sharper[0]
+    inside = [f for v, f in values if within(v, side, best["t"])]
+    outside = [f for v, f in values if not within(v, side, best["t"])]
+    return {"magnitude": best["magnitude"], side: best["t"],
+            "p": clearer(inside, outside) or best["p"],
+            "inside": {"rollouts": len(inside), "failed": sum(inside)},
+            "outside": {"rollouts": len(outside), "failed": sum(outside)}}
 
 
 def earlier_aim(brief: Brief) -> dict | None:

@@ -112,6 +112,9 @@ class Hosted:
     def seed_args(self, seed: int) -> list[str]:
         return []
 
+    def eval_draw_seeds(self, per_source_eval_sampling: bool) -> str | None:
+        return None   # a hosted eval's per-env sampling is not verified (docs/hosted.md)
+
     def describe(self) -> str:
         return (f"prime train on Prime Intellect's Hosted Training (prime CLI {self.cli_version}, "
                 f"{self.cli.exe})")
@@ -252,4 +255,4 @@ def cost_estimate(state: RunState, models: dict) -> str:
             f"run (assumed until a run reports its gpu_count) the run's --budget of {hours:g} h of "
             f"runs, the controls included, costs up to ${price * ASSUMED_GPUS * hours:,.2f}; each "
             f"control arm costs about what one iteration does ({state.steps_per_run} steps of "
-            f"{state.batch_size} rollouts, and a one-step eval run of the whole eval split)." + ledger + cap)
+            f"{state.batch_size} rollouts, and a one-step eval run)." + ledger + cap)

@@ -1,7 +1,7 @@
 """StockArithmetic-v1 in both generations from one package.
 
 - v1 taskset (`StockArithmeticTaskset`, exported in __all__ as prime-rl >= v0.8.1 requires):
-  config fields `split` (train / validation / test), `seed`, `num_examples`.
+  config fields `split` (train / validation / test / selection), `seed`, `num_examples`.
 - classic environment (`load_environment`, verifiers <= 0.3.1): imported on first call, so
   this package imports under verifiers 0.4.0, which has no classic API.
 
@@ -18,8 +18,9 @@ __all__ = ["StockArithmeticTaskset"]
 
 def load_environment(seed: int = 0, eval_split: str = "test", num_train_examples: int = -1,
                      num_eval_examples: int = -1, **kwargs):
-    """The classic verifiers environment (needs verifiers <= 0.3.1); eval_split is "test" or
-    "validation" (the selection split)."""
+    """The classic verifiers environment (needs verifiers <= 0.3.1); eval_split is "test",
+    "validation" (seed 003's, all ID50) or "selection" (this project's, drawn like the test
+    split, on which a best checkpoint is chosen)."""
     from .classic import load_environment as classic
 
     return classic(seed=seed, eval_split=eval_split, num_train_examples=num_train_examples,

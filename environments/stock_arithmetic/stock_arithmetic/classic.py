@@ -71,8 +71,8 @@ async def population_OOD100(completion, answer, info=None, state=None, **kwargs)
 
 def load_environment(seed: int = 0, eval_split: str = "test", num_train_examples: int = -1,
                      num_eval_examples: int = -1, **kwargs) -> vf.Environment:
-    if eval_split not in ("test", "validation"):
-        raise ValueError("eval_split must be 'test' or 'validation'")
+    if eval_split not in ("test", "validation", "selection"):
+        raise ValueError("eval_split must be 'test', 'validation' or 'selection'")
     splits = build_splits(seed)
 
     def take(rows, n):

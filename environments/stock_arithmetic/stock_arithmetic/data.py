@@ -1,18 +1,20 @@
 """StockArithmetic-v1 problems: deterministic from a seed, no network.
 
-1,400 problems: 1,000 train (ID50), 200 validation, 200 test. The test split is 100 ID50
-(operands up to 50, as the train split) then 100 OOD100 (operands up to 100, at least one above
-50, a range the train split never shows). The validation split, the selection split a best
-checkpoint is chosen on, is drawn from the test split's distribution: 100 ID50 and 100 OOD100
-problems, none of them a test problem, alternating (ID50 first) so that any even-length prefix
-holds both populations in the test split's proportions. Deduplication on (initial, sorted
-deliveries, sorted withdrawals) runs across all partitions, so no permutation of one problem can
-appear in two of them.
+The three splits are seed 003's, as it defines them: 1,400 distinct problems, 1,000 train and
+200 validation with every operand from 0 to 50 (ID50), and 200 test, of which the first 100 are
+ID50 and the last 100 OOD100 (operands up to 100, at least one above 50, a range the train split
+never shows). Deduplication on (initial, sorted deliveries, sorted withdrawals) runs across every
+partition, so no permutation of one problem can appear in two of them.
 
-The draws run in a fixed order: train, 200 ID50 problems of which the first 100 are validation's
-ID50 half, the test split, then validation's OOD100 half. The second hundred of those ID50
-problems belongs to no split; it is drawn (and kept out of every split) so that train and test
-hold the very problems they held when validation was 200 ID50 problems.
+A fourth split, `selection`, is this project's own addition, not the seed's: the split a best
+checkpoint is chosen on. Validation is all ID50, where every trained arm scores alike, so
+selection is drawn from the test split's distribution instead: 100 ID50 and 100 OOD100 problems,
+none in another split, alternating (ID50 first) so that any even-length prefix holds both
+populations in the test split's proportions.
+
+The draws run in a fixed order: train, validation, test, selection's OOD100 half, then its
+ID50 half; the question texts are drawn in the same order. Train, validation and test are
+therefore the rows they were before selection existed.
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ import random
 
 from .verifier import compute_final_stock, normalized_problem
 
-SIZES = {"train": 1000, "validation_id50": 100, "validation_ood100": 100, "test_id50": 100,
-         "test_ood100": 100}
-SET_ASIDE_ID50 = 100   # drawn after validation's ID50 half and used nowhere (module docstring)
+SIZES = {"train": 1000, "validation": 200, "test_id50": 100, "test_ood100": 100,
+         "selection_ood100": 100, "selection_id50": 100}
+SPLITS = ("train", "validation", "test", "selection")
 
 ITEMS = ["crates", "boxes", "pallets", "bags of rice", "spare tyres", "bottles", "lamps", "books"]
 PLACES = ["warehouse", "shop", "depot", "pantry", "garage", "library storeroom", "bakery"]
@@ -97,19 +99,19 @@ def build_splits(seed: int = 0) -> dict[str, list[dict]]:
         return out
 
     train = draw(SIZES["train"], 50, False)
-    val_id = draw(SIZES["validation_id50"] + SET_ASIDE_ID50, 50, False)
+    validation = draw(SIZES["validation"], 50, False)
     test_id = draw(SIZES["test_id50"], 50, False)
     test_ood = draw(SIZES["test_ood100"], 100, True)
-    val_ood = draw(SIZES["validation_ood100"], 100, True)
-    # the question texts are drawn in this order too, so train's and test's stay as they were
+    sel_ood = draw(SIZES["selection_ood100"], 100, True)
+    sel_id = draw(SIZES["selection_id50"], 50, False)
+    # the question texts are drawn in this order too (module docstring)
     rows = {
         "train": [make_row(p, "ID50", "train", text_rng) for p in train],
-        "validation_id50": [make_row(p, "ID50", "validation", text_rng)
-                            for p in val_id][:SIZES["validation_id50"]],
+        "validation": [make_row(p, "ID50", "validation", text_rng) for p in validation],
         "test": [make_row(p, "ID50", "test", text_rng) for p in test_id]
         + [make_row(p, "OOD100", "test", text_rng) for p in test_ood],
-        "validation_ood100": [make_row(p, "OOD100", "validation", text_rng) for p in val_ood],
     }
-    validation = [r for pair in zip(rows.pop("validation_id50"), rows.pop("validation_ood100"))
-                  for r in pair]
-    return {"train": rows["train"], "validation": validation, "test": rows["test"]}
+    sel_ood_rows = [make_row(p, "OOD100", "selection", text_rng) for p in sel_ood]
+    sel_id_rows = [make_row(p, "ID50", "selection", text_rng) for p in sel_id]
+    rows["selection"] = [r for pair in zip(sel_id_rows, sel_ood_rows) for r in pair]
+    return rows

@@ -51,7 +51,7 @@ class StockTask(vf.Task[StockData]):
 
 class StockArithmeticConfig(vf.TasksetConfig):
     seed: int = 0
-    split: Literal["train", "validation", "test"] = "train"
+    split: Literal["train", "validation", "test", "selection"] = "train"
     num_examples: int = -1
 
 
