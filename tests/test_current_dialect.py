@@ -17,7 +17,8 @@ from rl_contract.composition import compose
 from rl_contract.current import RUN_NAME, eval_view, episode_reward, train_row
 
 KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=256, rollouts_per_example=16, steps_per_run=30,
-              eval_examples=150, lr=3e-6, max_completion_tokens=512, temperature=0.7, wandb="on")
+              eval_examples=150, lr=3e-6, max_completion_tokens=512, temperature=0.7, wandb="on",
+              eval_draws=4)
 EVAL_KNOBS = KNOBS.model_copy(update={"max_completion_tokens": 256})   # the eval's own limit
 HUB = {"env_id": "stock-arithmetic", "env_args": {"seed": 0}, "eval_size": 200,
        "train_args": {"split": "train"}, "eval_args": {"split": "test"},

@@ -16,7 +16,8 @@ import pytest
 from conftest import FAST, current_env, driver, driver_env, launches, run_dir_from
 from driver.dialects import get
 
-ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120"]
+# draws on, as a user of current prime-rl opts in (its default is greedy only)
+ARGS = ["run", "--max-iters", "3", "--seed", "7", *FAST, "--eval-examples", "120", "--eval-draws", "4"]
 ARMS = ["iter_0", "iter_1", "iter_2", "run_a_best_from_iter0", "run_b_combined_from_base",
         "run_c_untargeted_from_iter0"]
 # one eval episode of every eval launch errors (an env-server or model error): counted apart

@@ -525,6 +525,7 @@ def test_stream_corpus_recipe_settings_and_the_default_key_unchanged(tmp_path, m
     assert json.loads((second / recipe.MARKER).read_text())["spec"]["init"] == base.name
 
 
+@pytest.mark.extended   # keeps the main suite inside its 5 minutes
 def test_an_eval_env_of_several_rollouts_is_sampled_as_seeded_draws_beside_the_greedy_one(tmp_path):
     """Seed 003's two measurements in one eval: the greedy env one rollout per example at the
     eval temperature (0), the draws env k per example at the draw temperature (1.0), from

@@ -748,6 +748,7 @@ def test_time_in_the_queue_is_shown_and_never_counted_against_the_start_up_limit
         assert submissions(tmp_path)[("iter_0", "train")] == 2
 
 
+@pytest.mark.extended   # keeps the main suite inside its 5 minutes
 def test_a_run_queued_past_its_own_limit_is_stopped_and_resume_submits_it_again(tmp_path, runs):
     """The queue has its own limit (--queue-timeout), never the start-up one: iter_0's training
     run waits 6 s queued against a 2-s --queue-timeout (and a 60-s --startup-timeout), so it is

@@ -27,10 +27,10 @@ from driver.errors import DriverError, UsageError
 
 D = ClassicDialect()
 HUB = {"env_id": "stock_arithmetic", "eval_size": 200}
-# what the driver renders classic prime-rl's evals from: no draws (arm.eval_knobs; one eval
-# sampling for every eval env there)
+# what the driver renders classic prime-rl's evals from: no draws (prime_rl's default, and
+# arm.eval_knobs drops any: one eval sampling for every eval env there)
 KNOBS = Knobs.for_backend("prime_rl", model="Qwen/Qwen3-0.6B", batch_size=512, rollouts_per_example=16,
-              steps_per_run=100, eval_examples=200, wandb="on", eval_draws=0)
+              steps_per_run=100, eval_examples=200, wandb="on")
 
 
 def flat(d: dict, prefix: str = "") -> dict:

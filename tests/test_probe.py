@@ -95,6 +95,7 @@ def embedded_probe(args: list, env: dict) -> subprocess.CompletedProcess:
                          timeout=600, env=env, torch=True)
 
 
+@pytest.mark.extended   # keeps the main suite inside its 5 minutes
 def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
     from test_embedded_trainer import TOY, trainer_env
 

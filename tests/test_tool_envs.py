@@ -198,6 +198,7 @@ def _student_episode(env, row: dict, texts: list[str]) -> dict:
     return rollout_row(row, "", False, sc, "tool_calculator", 0.0, 1.0)
 
 
+@pytest.mark.extended   # keeps the main suite inside its 5 minutes
 def test_the_teachers_failures_list_each_tool_call_the_student_wrote_with_its_arguments_and_result(tmp_path):
     """The student writes its calls as Hermes text; the trainer parses them, the env runs them,
     and failures.jsonl lists each call (its turn, name, arguments as an object, the tool's
@@ -352,6 +353,7 @@ def test_the_classic_training_server_gets_the_parser_prime_rl_resolves_for_the_m
     assert tomllib.loads((tmp_path / "configs" / "inference.toml").read_text())["model"]["tool_call_parser"] == "hermes"
 
 
+@pytest.mark.extended   # keeps the main suite inside its 5 minutes
 def test_the_current_training_and_final_eval_servers_get_the_settings_prime_rl_resolves(tmp_path):
     """Current prime-rl: `rl` resolves [inference] into R/configs/inference.json and starts
     training's server on it; the final-weights eval starts `uv run inference @` the same file.

@@ -389,7 +389,8 @@ def table_text(rows: list[dict], noise: dict | None = None) -> str:
     else:
         lines.append("The hub env has no selection split: the best iteration is chosen on the same "
                      "examples its lift is reported on" + (
-                         "; Holm p adjusts each iteration's McNemar p for the number compared."
+                         f"; Holm p adjusts each iteration's {TEST_WORDS[measure]} p (the deciding "
+                         "measurement's) for the number compared."
                          if holm else "."))
     rec = next((r for r in rows if r.get("recommended")), None)
     if rec is not None:

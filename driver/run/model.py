@@ -122,15 +122,17 @@ class Knobs(BaseModel):
                                            "split and of the selection split each: every arm, the "
                                            "controls included, is measured on the same examples",
                                  ge=1)
+    # local: 4, seed 003's; prime_rl and hosted: 0, since each draw is one more pass of the eval
+    # on the GPU (four draws make an arm's eval five times as long): a user opts in
     eval_draws: int = setting(
-        4, ge=0, le=64,
+        ge=0, le=64, by_backend={"prime_rl": 0, "local": 4, "hosted": 0},
         help="stochastic draws per eval example beside the greedy one (seed 003's second "
-             "measurement: a per-draw success rate at temperature 1.0, each draw with a fixed "
-             "seed common to every arm; 0: greedy only). Where every arm has them the summary "
-             "decides on them and prints both. Measured on --backend local and on current "
-             "prime-rl (a per-source sampling override); classic prime-rl and hosted runs share "
-             "one eval sampling across eval envs, so there the eval is greedy only and the "
-             "header says so")
+             "measurement: a per-draw success rate at temperature 1.0, on --backend local each "
+             "draw from a seed common to every arm; 0: greedy only). Where every arm has them "
+             "the summary decides on them and prints both. Measured on --backend local and on "
+             "current prime-rl (a per-source sampling override); classic prime-rl and hosted "
+             "runs share one eval sampling across eval envs, so there the eval is greedy only "
+             "and the header says so")
     eval_temperature: float = setting(
         0.0, ge=0, le=2,
         help="sampling temperature of every arm's eval, iter_0's included (0: greedy), rendered "
