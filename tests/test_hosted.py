@@ -30,10 +30,9 @@ STEPS, BATCH = 3, 256
 TRAIN_COST, EVAL_COST = cost_of(STEPS * BATCH), cost_of(1 * BATCH)   # its training run, its one-step eval run
 ARM_COST = TRAIN_COST + EVAL_COST
 PROBE_COST = cost_of(32 * 16)            # the probe: one step of 32 prompts x the group size
-# what the driver reserves for a control: a training run as an iteration's, and an eval run
-# scaled by the rows it evaluates (the whole 200-row test and validation splits, where an
-# iteration evaluates 120 of each)
-CONTROL_ESTIMATE = TRAIN_COST + EVAL_COST * 400 / 240
+# what the driver reserves for a control: a training run and an eval run as an iteration's
+# (every arm evaluates the same 120 examples of each split)
+CONTROL_ESTIMATE = TRAIN_COST + EVAL_COST
 # --max-cost 6.5 arms, the whole run's: the gate after iter_0 lets iter_1 run (one more
 # iteration and the three controls, at iter_0's runs, fit), the gate after it ends the loop by
 # cost (another iteration, its probe now known, and the controls would not fit), though
@@ -292,7 +291,7 @@ def test_the_cost_cap_is_checked_before_every_submission_and_a_control_past_it_i
                 "--max-cost", f"{cap:.4f}", "--hosted-volume", "ssi-test", "--hosted-probe-share", "1",
                 "--runs-dir", str(tmp_path / "runs")], hosted_env(tmp_path, PRIME_DOUBLE_ACCOUNT="on_demand"))
     assert r.returncode == 0, r.stderr[-4000:]
-    assert f"--max-cost ${cap:.4f} is a ceiling on every submission, the controls' included" in r.stderr
+    assert f"--max-cost ${float(f'{cap:.4f}'):g} is a ceiling on every submission, the controls' included" in r.stderr
     run_dir = run_dir_from(r.stdout)
     state = json.loads((run_dir / "run.json").read_text())
     metrics = json.loads((run_dir / "metrics.json").read_text())
