@@ -80,7 +80,7 @@ def draw_seeds(ctx: Ctx) -> str | None:
     source; classic prime-rl has one [orchestrator.eval.sampling] for every eval env, and a
     hosted run's per-env eval sampling is not verified (Backend.eval_draw_seeds)."""
     if ctx.backend is None:   # records only: the draws the run recorded
-        return ctx.state.eval_draws and "as recorded" or None
+        return "as recorded" if ctx.state.eval_draws else None
     return ctx.backend.eval_draw_seeds(ctx.dialect.per_source_eval_sampling)
 
 
