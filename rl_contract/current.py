@@ -150,6 +150,7 @@ def train_row(episode: dict) -> dict:
                     if isinstance(v, (int, float)) and not isinstance(v, bool)},
         "is_completed": bool(trace.get("is_completed", ok)),
         "is_truncated": trace.get("stop_condition") in TRUNCATING_STOPS,
+        "stop_condition": trace.get("stop_condition"),
         "errors": [str(e)[:200] for e in (episode.get("errors") or [])][:3],
     }
 

@@ -124,7 +124,9 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     assert {"name": "no overlap with the eval split (blind)", "ok": True, "detail": ""} in gate_lines
     # the generated env is a taskset package built on the hub's own Task class
     pkg = next((run_dir / "iter_1").glob("stock_arithmetic_iter_1_*/stock_arithmetic_iter_1_*/__init__.py"))
-    assert "taskset_class(HUB_TASKSET_ID).task_type()" in pkg.read_text()
+    text = pkg.read_text()
+    assert "_HubTask = _HubTaskset.task_type()" in text and "class GeneratedTask(_HubTask)" in text
+    assert "return _HubTaskset.toolsets(config)" in text     # the hub taskset's shared tools too
 
 
 def test_every_eval_file_holds_numbers_only_once_its_arm_is_evaluated(reference):

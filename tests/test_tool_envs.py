@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENVS, PRIME_RL_BIN, ROOT, cpu_user_env, driver, with_test_envs
+from conftest import ENVS, FAST, PRIME_RL_BIN, ROOT, cpu_user_env, current_env, driver, driver_env, run_dir_from, with_test_envs
 from tests_support import python_c
 
 PY = sys.executable
@@ -306,6 +306,154 @@ def test_a_generated_env_has_the_hubs_tools_and_turn_limit_and_gives_the_same_re
     assert [m["role"] for m in out["gen"]["completion"]] == ["assistant", "tool", "assistant"]
     assert out["gen"]["reward"] == out["hub"]["reward"] == 1.0
     assert out["gen"]["metrics"]["total_tool_calls"] == 1.0
+
+
+# --------------------------------------------------------------------------------------------
+# The current generation: a v1 taskset whose tools are toolsets (MCP servers)
+
+# a shared toolset's setting a user gives with --env-args: the generated taskset must build the
+# hub's toolset with it too
+TOOL_URL = "http://127.0.0.1:9/mcp"
+
+TASKSET_CHECK = r"""
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+import taskset as job
+
+name = sys.argv[1]
+out = {}
+for tid in ("tool_calculator", name):
+    cls = taskset_class(tid)
+    ts = cls(taskset_config_type(tid)(id=tid))
+    servers = job.toolsets(tid, ts.config)
+    out[tid] = {"servers": [f"{type(s).__module__}.{type(s).__qualname__}" for s in servers],
+                "configs": [s.config.model_dump(mode="json") for s in servers],
+                "tools": {n: f"{type(s).__qualname__}.{fn.__name__}" for n, (s, fn) in job.advertised(servers).items()},
+                "task_class_base": [b.__name__ for b in type(next(iter(ts))).__mro__[:3]],
+                "rows": sum(1 for _ in ts)}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def calc_taskset_hub():
+    from driver.envs.envside import TASKSET
+    from driver.envs.introspect import introspect
+
+    return introspect(PY, "tool_calculator", {"calculator": {"url": TOOL_URL}}, kind=TASKSET)
+
+
+def test_a_taskset_with_toolsets_is_introspected_as_tool_using_with_its_advertised_tools(calc_taskset_hub):
+    hub = calc_taskset_hub
+    assert hub["kind"] == "taskset" and hub["env_class"] == "ToolCalculatorTaskset"
+    assert hub["interaction"]["kind"] == "tools" and hub["interaction"]["tools"] == ["add", "multiply"]
+    from driver.envs.describe import interaction_line
+
+    assert "tool-using" in interaction_line(hub) and "tools: add, multiply" in interaction_line(hub)
+
+
+def test_the_taskset_gate_plays_a_rows_tool_calls_with_the_hubs_toolset(tmp_path, calc_taskset_hub):
+    """The rows' winning replies on the taskset: the call is run by the hub's CalculatorToolset
+    and its result comes back as a tool message before the answer; a call to the wrong tool, a
+    tool that does not exist, or arguments the tool's signature refuses earn nothing."""
+    from driver.gates.accuracy import score_hub_rows
+    from generators.tool_calculator import untargeted, winning_replies
+
+    rows = untargeted(4, out=str(tmp_path / "d.jsonl"), seed=2)
+    i = rows[0]["info"]
+    other = "add" if i["op"] == "multiply" else "multiply"
+    wrong_tool = winning_replies(other, i["a"], i["b"])[:1] + [f"<answer>{rows[0]['answer']}</answer>"]
+    wrong_tool[0]["tool_calls"][0]["function"]["name"] = "divide"
+    bad = [{**rows[0], "info": {**i, "reasoning": r}} for r in (
+        winning_replies(other, i["a"], i["b"]),                   # the other tool, its result answered
+        [_call(i["op"], {"a": "x", "b": 2}), "<answer>3</answer>"],   # FastMCP refuses a = "x"
+        wrong_tool[:1] + ["<answer>0</answer>"])]                # an unknown tool
+    scored = score_hub_rows(PY, calc_taskset_hub, _jsonl(tmp_path / "all.jsonl", rows + bad))
+    assert scored["ceiling"] == 1.0
+    assert [r["reward"] for r in scored["rows"]] == [1.0] * 4 + [0.0] * 3, scored
+
+
+def test_a_generated_taskset_has_the_hubs_toolsets_built_from_the_hubs_settings(tmp_path, calc_taskset_hub):
+    """An iteration's taskset package, installed from generated rows: its tasks are the hub's
+    Task class, its rollouts reach the hub's own toolset class, built with the settings the run
+    gave the hub (--env-args), and advertise the same tools answered by the same methods."""
+    from driver.envs.envside import TASKSET
+    from driver.envs.install import cleanup, install_generated
+    from driver.envs.packages import write_package
+    from generators.tool_calculator import untargeted
+
+    rows = untargeted(6, out=str(tmp_path / "d.jsonl"), seed=2)
+    name = f"tool_calculator_t{uuid.uuid4().hex[:6]}_iter_1"
+    try:
+        install_generated(PY, write_package(tmp_path, name, calc_taskset_hub, tmp_path / "d.jsonl"), len(rows),
+                          kind=TASKSET)
+        r = python_c(TASKSET_CHECK, name, ROOT / "driver" / "envside")
+        assert r.returncode == 0, r.stderr[-3000:]
+        out = json.loads(r.stdout.splitlines()[-1])
+    finally:
+        cleanup(PY, name)
+    hub, gen = out["tool_calculator"], out[name]
+    assert gen["servers"] == hub["servers"] == ["tool_calculator.taskset.CalculatorToolset"]
+    assert gen["tools"] == hub["tools"] == {"add": "CalculatorToolset.add", "multiply": "CalculatorToolset.multiply"}
+    # the hub's setting reaches the generated taskset's toolset; the hub itself, loaded bare, has none
+    assert gen["configs"][0]["url"] == TOOL_URL and hub["configs"][0]["url"] is None
+    assert gen["task_class_base"][1] == "CalculatorTask" and gen["rows"] == 6
+
+
+INSTALLED_TOOLS = r"""
+import json, sys
+sys.path.insert(0, sys.argv[3])
+name, dialect = sys.argv[1], sys.argv[2]
+if dialect == "classic":
+    import verifiers as vf
+    gen, hub = vf.load_environment(name), vf.load_environment("tool_calculator")
+    out = {n: [f"{t.__module__}.{t.__qualname__}" for t in env.tools] for n, env in (("gen", gen), ("hub", hub))}
+else:
+    import taskset as job
+    from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+    out = {}
+    for n, tid in (("gen", name), ("hub", "tool_calculator")):
+        ts = taskset_class(tid)(taskset_config_type(tid)(id=tid))
+        out[n] = sorted(f"{type(s).__qualname__}.{fn.__name__}" for s, fn in job.advertised(job.toolsets(tid, ts.config)).values())
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.extended   # a whole run per dialect (about 45 s each on 2 cores)
+@pytest.mark.parametrize("dialect", ["classic", "current"])
+def test_a_whole_run_on_the_tool_env_with_the_trainer_double_installs_iterations_with_the_hubs_tools(tmp_path, dialect):
+    """ToolCalculator through the loop on prime-rl's doubles, the classic environment on the
+    classic dialect and the taskset on the current one: the built-in teacher's rows (winning
+    replies that call a tool) pass the gate, every arm's env is installed with the hub's tools,
+    and on the current dialect the train rollouts of an iteration offer the agent the same
+    tools as iter_0's (verifiers builds them from the generated taskset's toolsets)."""
+    from driver import dialects
+
+    env = current_env(tmp_path) if dialect == "current" else driver_env(tmp_path)
+    r = driver(["run", "--dataset", "tool_calculator", "--max-iters", "2", "--seed", "3", *FAST,
+                "--eval-examples", "40", "--runs-dir", str(tmp_path / "runs")], env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    run_dir = run_dir_from(r.stdout)
+    hub = json.loads((run_dir / "hub_env.json").read_text())
+    assert hub["interaction"]["kind"] == "tools" and hub["interaction"]["tools"] == ["add", "multiply"]
+    assert json.loads((run_dir / "iter_1" / "gate_report.json").read_text())["passed"]
+    for arm in ("iter_1", "run_a_best_from_iter0", "run_c_untargeted_from_iter0"):
+        pkg = next(p for p in (run_dir / arm).iterdir() if p.is_dir() and p.name.startswith("tool_calculator_"))
+        got = python_c(INSTALLED_TOOLS, pkg.name, dialect, ROOT / "driver" / "envside")
+        assert got.returncode == 0, got.stderr[-3000:]
+        tools = json.loads(got.stdout.splitlines()[-1])
+        assert tools["gen"] == tools["hub"] and len(tools["hub"]) == 2, (arm, tools)
+    if dialect == "current":
+        D = dialects.get("current")
+
+        def offered(arm: str) -> set:
+            out = run_dir / arm / "prime_out"
+            steps = D.train_steps(out, 0, 10)
+            return {json.dumps(t["tools"], sort_keys=True) for s in steps
+                    for t in (json.loads(line)["traces"][0] for line in D.train_file(out, s).read_text().splitlines())}
+
+        assert offered("iter_1") == offered("iter_0") and "CalculatorToolset.add" in next(iter(offered("iter_0")))
 
 
 # --------------------------------------------------------------------------------------------

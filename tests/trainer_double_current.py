@@ -65,11 +65,31 @@ def tasks_through_verifiers(tid: str, taskset: dict) -> list[dict]:
 
     cls = taskset_class(tid)
     out = []
-    for task in cls(taskset_config_type(tid)(id=tid, **taskset)):
+    taskset_obj = cls(taskset_config_type(tid)(id=tid, **taskset))
+    tools = advertised_tools(cls, taskset_obj.config)
+    for task in taskset_obj:
         d = task.data
         out.append({"key": task.key, "hash": task.hash, "prompt": d.prompt,
                     "answer": getattr(d, "answer", None), "info": getattr(d, "info", None),
-                    "type": type(task).__name__})
+                    "type": type(task).__name__, "tools": tools})
+    return out
+
+
+def advertised_tools(cls, config) -> list[dict]:
+    """The tools a rollout's agent is offered: the Task class's toolsets and the Taskset's shared
+    ones, built from the taskset's config (verifiers v1 env.py:391-399, rollout.py:248@a60a606),
+    each `tool` method advertised as `<server>_<tool>`, bare for a server named ""
+    (harnesses/null/program.py:74-104, mcp/server.py:256-261). Each as the trace's `tools`
+    records it (name, description), with the method that answers it."""
+    from verifiers.v1.utils.decorators import discover_decorated
+
+    out = []
+    for server in [*cls.task_type().toolsets(config.task), *cls.toolsets(config)]:
+        for fn in discover_decorated(server, "tool"):
+            raw = getattr(fn, "tool_name", None) or fn.__name__
+            out.append({"name": f"{server.server_name}_{raw}" if server.server_name else raw,
+                        "description": (fn.__doc__ or "").strip(),
+                        "method": f"{type(server).__module__}.{type(server).__qualname__}.{fn.__name__}"})
     return out
 
 
@@ -92,7 +112,7 @@ def episode(task: dict, env_id: str, env_name: str, work: str, step: int, ok: bo
           "run": {"type": "train", "id": "double", "name": "double",
                   "work": {"type": work, "step": step, "policy": {"start": step - 1, "end": step - 1}}},
           "ok": True, "errors": [],
-          "traces": [{"task": {"key": task["key"]},
+          "traces": [{"task": {"key": task["key"]}, "tools": task.get("tools") or [],
                       "nodes": [{"message": {"role": "user", "content": prompt}},
                                 {"message": {"role": "assistant", "content": f"(double) {'right' if ok else 'wrong'}"},
                                  "sampled": True, "parent": 0}],

@@ -26,5 +26,8 @@ def package_templates(hub: dict) -> tuple[str, str, dict]:
     """(pyproject template, module template, its values) of a generated taskset package: its
     one Taskset yields tasks of the hub taskset's own Task class (its rewards, stops and
     metrics by construction) built from the generated rows."""
+    split_field = hub.get("split_field")
+    fields = {k: v for k, v in (hub.get("env_args") or {}).items() if k != split_field}
     return ("current/taskset_pyproject.toml.j2", "current/taskset_module.py.j2",
-            {"hub_taskset_id": hub["env_id"], "system_prompt": hub.get("system_prompt") or ""})
+            {"hub_taskset_id": hub["env_id"], "system_prompt": hub.get("system_prompt") or "",
+             "hub_fields": fields})

@@ -4,10 +4,15 @@
 A taskset selects its split with a config field (`split`, or `dataset_split`); the driver trains
 on "train", reports on "test" and selects on "selection" (else "validation") when the taskset has one. Eval tasks
 are only counted and fingerprinted, never returned. Only this module imports verifiers.v1.
+
+A taskset's tools are its toolsets (MCP servers: the Task class's, one per rollout, and the
+Taskset's, shared). The gate plays a row's tool calls with the same tool methods in this
+process, as prime-rl's null-harness agent would call them over MCP (`play_tools`).
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import typing
 
@@ -68,6 +73,116 @@ def _weight(fn) -> float:
     return float(getattr(fn, "_vf_weight", 1.0))
 
 
+# ---- tools ------------------------------------------------------------------------------------
+def toolsets(taskset_id: str, config) -> list:
+    """The tool servers a rollout of the taskset reaches: its Task class's (per rollout) and its
+    Taskset's (shared), each built from its config as verifiers builds them (env.py:391-399,
+    rollout.py:248@a60a606)."""
+    cls = taskset_class(taskset_id)
+    return [*cls.task_type().toolsets(config.task), *cls.toolsets(config)]
+
+
+def advertised(servers: list) -> dict:
+    """{the name the model calls: (server, the tool method)}: `<server>_<tool>`, bare where the
+    server's name is "" (TOOL_PREFIX None) (harnesses/null/program.py:74-104, mcp/server.py:256-261
+    and its `tool` methods, mcp/toolset.py:27-33@a60a606)."""
+    from verifiers.v1.utils.decorators import discover_decorated
+
+    out = {}
+    for server in servers:
+        for fn in discover_decorated(server, "tool"):
+            raw = getattr(fn, "tool_name", None) or fn.__name__
+            out[f"{server.server_name}_{raw}" if server.server_name else raw] = (server, fn)
+    return out
+
+
+def tool_result_text(result) -> str:
+    """A tool's return value as the agent reads it: FastMCP's text content
+    (mcp/server/fastmcp/utilities/func_metadata.py:510-533@1.24.0: a string as it is, anything
+    else JSON with indent 2) joined as the null harness joins text blocks (program.py:110-124)."""
+    import pydantic_core
+
+    if isinstance(result, (list, tuple)):
+        return "\n".join(tool_result_text(r) for r in result)
+    return result if isinstance(result, str) else pydantic_core.to_json(result, fallback=str, indent=2).decode()
+
+
+def _call_parts(call: dict, default_id: str) -> tuple[str, str, str]:
+    """(id, name, arguments as a JSON string) of a tool call in OpenAI's shape; arguments given
+    as an object are written as JSON."""
+    fn = call.get("function") or {}
+    args = fn.get("arguments", call.get("arguments"))
+    return (str(call.get("id") or default_id), str(fn.get("name", call.get("name", ""))),
+            args if isinstance(args, str) else json.dumps(args if args is not None else {}))
+
+
+async def run_tool(tools: dict, name: str, arguments: str) -> str:
+    """One tool call as the null harness makes it (program.py:186-217@a60a606): its error
+    messages for arguments that are not a JSON object and for an unknown tool, else the tool's
+    result; a tool that raises answers FastMCP's "Error executing tool" (tools/base.py:112@1.24.0)."""
+    import pydantic
+
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError as e:
+        return f"error: invalid JSON in tool arguments ({e}); resend the call with valid JSON"
+    if not isinstance(args, dict):
+        return (f"error: tool arguments must be a JSON object, got {type(args).__name__}; "
+                "resend as an object")
+    if name not in tools:
+        return f"error: unknown tool {name!r}"
+    server, fn = tools[name]
+    try:
+        # FastMCP validates the arguments against the method's signature before the call
+        result = server._with_state(pydantic.validate_call(fn))(**args)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as e:  # noqa: BLE001 - the agent reads a tool's failure as its result
+        return f"Error executing tool {name}: {e}"
+    return tool_result_text(result)
+
+
+def _reply_message(reply, k: int):
+    """A row's reply as verifiers v1's assistant message: a string is its text; a dict is the
+    message (`content`, `tool_calls` in OpenAI's shape)."""
+    if isinstance(reply, str):
+        return vf.AssistantMessage(content=reply)
+    calls = [vf.ToolCall(id=i, name=n, arguments=a)
+             for i, n, a in (_call_parts(c, f"call_{k}_{j}") for j, c in enumerate(reply.get("tool_calls") or []))]
+    return vf.AssistantMessage(content=reply.get("content"), tool_calls=calls or None)
+
+
+async def play_replies(task, replies: list, tools: dict):
+    """A trace of `task` with `replies` as the model's turns: each reply's tool calls run and
+    answered as tool messages, the episode ending at the first reply that calls no tool, as the
+    null harness's loop ends it (program.py:182-217@a60a606)."""
+    from verifiers.v1.trace import TraceTask
+
+    t = vf.Trace(task=TraceTask(type=type(task).__name__, data=task.data.model_dump(mode="json"),
+                                key=task.key), agent=vf.AgentInfo(config={}))
+    t.nodes.append(vf.MessageNode(message=vf.UserMessage(content=text_of(task.data.prompt))))
+    for k, reply in enumerate(replies):
+        msg = _reply_message(reply, k)
+        t.nodes.append(vf.MessageNode(message=msg, sampled=True, parent=len(t.nodes) - 1))
+        if not msg.tool_calls:
+            break
+        for call in msg.tool_calls:
+            content = await run_tool(tools, call.name, call.arguments)
+            t.nodes.append(vf.MessageNode(message=vf.ToolMessage(tool_call_id=call.id, content=content),
+                                          parent=len(t.nodes) - 1))
+    return t
+
+
+def interaction(taskset_id: str, config, task) -> dict:
+    """hub_env.json's `interaction` for a taskset: tool-using where a rollout reaches a tool
+    server, else single-turn (the driver's agent is the null harness, one model call per turn,
+    and sets no turn limit: AgentConfig.max_turns None, configs/agent.py:40@a60a606)."""
+    servers = toolsets(taskset_id, config)
+    return {"kind": "tools" if servers else "single_turn", "max_turns": None, "settings": {},
+            "stop_conditions": [fn.__name__ for fn in task.hooks("stop")], "env_response": None,
+            "tools": sorted(advertised(servers)), "env_info_keys_read": []}
+
+
 def introspect(req: dict) -> dict:
     """{"hub": hub_env.json's content from the taskset, "fingerprints": its eval split's}."""
     taskset_id, env_args = req["env_id"], req.get("env_args") or {}
@@ -122,6 +237,8 @@ def introspect(req: dict) -> dict:
         "selection": ({"args": {**env_args, split_field: selection_split}, "split": selection_split,
                        "size": size(selection_split)} if selection_split else None),
         "info_keys_read": None,
+        "interaction": interaction(taskset_id, cfg_type(id=taskset_id, **{**env_args, split_field: train_split}),
+                                   task),
     }
     return {"hub": hub, "fingerprints": fingerprint.fingerprint_rows(ev)}
 
@@ -149,6 +266,8 @@ def score_rows(req: dict) -> dict:
     probe = task_cls(data_cls(**{k: v for k, v in {"idx": 0, "prompt": "", "answer": "", "info": {}}.items()
                                  if k in known}))
     ceiling = sum(_weight(fn) for fn in probe.hooks("reward") if _weight(fn) > 0)
+    config = taskset_config_type(req["env_id"])(id=req["env_id"], **(req.get("env_args") or {}))
+    tools = advertised(toolsets(req["env_id"], config))
 
     async def score(n, row):
         errors = []
@@ -156,7 +275,9 @@ def score_rows(req: dict) -> dict:
             values = {"idx": n, "prompt": str(row.get("question", "")), "system_prompt": system or None,
                       "answer": str(row.get("answer", "")), "info": row["info"]}
             task = task_cls(data_cls(**{k: v for k, v in values.items() if k in known}))
-            trace = trace_for(task, row["info"]["reasoning"])
+            reasoning = row["info"]["reasoning"]
+            trace = (await play_replies(task, reasoning, tools) if isinstance(reasoning, list)
+                     else trace_for(task, reasoning))
             await task.score(trace)
             reward = float(trace.reward)
         except Exception as e:  # noqa: BLE001 - a row's failure is its own, not the job's

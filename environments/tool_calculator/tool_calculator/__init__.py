@@ -2,7 +2,8 @@
 env's calculator tools (`add(a, b)`, `multiply(a, b)`) with the right arguments, then answers
 as <answer>N</answer>. A classic verifiers tool-using environment (verifiers' ToolEnv,
 `load_environment`, verifiers <= 0.3.1); the problems and the tools are in problems.py, the env
-in classic.py.
+in classic.py; the v1 taskset form (`ToolCalculatorTaskset`, exported in __all__ as
+prime-rl >= v0.8.1 requires) in taskset.py, its tools a shared MCP toolset.
 
 Each row: `question`, `answer` (the result), `info` with `op` (add or multiply), `a` and `b`.
 Reward 1 when the last reply's answer is the result, else 0; the tool calls are counted (weight
@@ -11,6 +12,8 @@ Reward 1 when the last reply's answer is the result, else 0; the tool calls are 
 from __future__ import annotations
 
 from .problems import SYSTEM_PROMPT, TOOLS, add, multiply, reference_moves, warm_start_corpus  # noqa: F401
+
+__all__ = ["ToolCalculatorTaskset"]
 
 # The embedded trainer's built-in student for this env (`driver run --backend local` takes it for
 # the bare builtin:tiny-char-qwen2): StockArithmetic's four-layer base student (shipped prebuilt),
@@ -30,3 +33,12 @@ def load_environment(seed: int = 0, num_train_examples: int = -1, num_eval_examp
 
     return classic(seed=seed, num_train_examples=num_train_examples,
                    num_eval_examples=num_eval_examples, max_turns=max_turns, **kwargs)
+
+
+def __getattr__(name: str):
+    # imported on first use: verifiers.v1 takes seconds to import
+    if name == "ToolCalculatorTaskset":
+        from .taskset import ToolCalculatorTaskset
+
+        return ToolCalculatorTaskset
+    raise AttributeError(f"module 'tool_calculator' has no attribute {name!r}")
