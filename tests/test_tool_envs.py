@@ -325,7 +325,10 @@ name = sys.argv[1]
 out = {}
 for tid in ("tool_calculator", name):
     cls = taskset_class(tid)
-    ts = cls(taskset_config_type(tid)(id=tid))
+    sent = taskset_config_type(tid)(id=tid)
+    # as prime-rl's env server gets it: the config sent whole and read back (verifiers v1
+    # configs/env.py:44, SerializeAsAny), then the taskset built from it
+    ts = cls(type(sent).model_validate_json(sent.model_dump_json()))
     servers = job.toolsets(tid, ts.config)
     out[tid] = {"servers": [f"{type(s).__module__}.{type(s).__qualname__}" for s in servers],
                 "configs": [s.config.model_dump(mode="json") for s in servers],
