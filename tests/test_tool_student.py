@@ -249,7 +249,7 @@ def test_the_reference_call_copies_the_numbers_in_the_order_the_question_says_th
 # --------------------------------------------------------------------------------------------
 # The whole loop on the shipped tool env (long: the real embedded trainer, many minutes)
 
-@pytest.mark.long   # about 15 minutes on 2 cores: outside CI
+@pytest.mark.long   # a few minutes on a quiet 2-core machine (2 min here), about 15 beside other jobs: outside CI
 def test_on_cpu_the_loop_trains_the_tool_student_through_an_iteration_and_the_controls(tmp_path, runs):
     """`driver run --backend local` on tool_calculator, its shipped student, the built-in
     teacher: iter_0, an iteration and the three controls train; every train rollout is an
@@ -277,10 +277,10 @@ def test_on_cpu_the_loop_trains_the_tool_student_through_an_iteration_and_the_co
     assert probe["passed"] and probe["live_fraction"] > 0
     classic = dialects.get("classic")
     out = rd / "iter_0" / "prime_out"
-    steps = [classic.train_rows(out, s) for s in classic.train_steps(out)]
+    steps = [list(classic.train_rows(out, s)) for s in classic.train_steps(out)]
     rows = [row for step in steps for row in step]
     assert rows
-    calls = 0
+    calls = answered = 0
     for row in rows:
         said = row["completion"]
         for k, m in enumerate(said):
@@ -288,9 +288,15 @@ def test_on_cpu_the_loop_trains_the_tool_student_through_an_iteration_and_the_co
                 f, result = c["function"], said[k + 1]
                 args = json.loads(f["arguments"])
                 assert result["role"] == "tool" and result["tool_call_id"] == c["id"]
-                assert result["content"] == str(problems.result(f["name"], args["a"], args["b"]))
                 calls += 1
-    assert calls >= len(rows) / 2
+                if f["name"] in problems.TOOLS and set(args) == {"a", "b"}:
+                    assert result["content"] == str(problems.result(f["name"], args["a"], args["b"]))
+                    answered += 1
+                elif f["name"] not in problems.TOOLS:
+                    # a tool the env lacks: ToolEnv answers the KeyError's text
+                    # (verifiers/legacy/envs/tool_env.py:134-139,170-181 @0.3.1)
+                    assert result["content"] == str(KeyError(f["name"]))
+    assert calls >= len(rows) / 2 and answered >= calls / 2
     rewards = [row["reward"] for row in rows]
     assert 0 < sum(rewards) < len(rewards)
     groups: dict = {}
