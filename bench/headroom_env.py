@@ -21,6 +21,8 @@ Train rows (`kind`):
   "mix_peak120_wide"  as mix_peak120, its peaks of 120 or more drawn with operands up to 100
                  (the family's verifier accepts them) so that they spread over 120..300 as the
                  peaks of OOD100-shaped problems do, not only over the train range's 120..150
+  "mix_peak120@S"  as mix_peak120 with a share S (0..1) of the rows at a peak of 120 or more
+                 instead of 60% (the built-in teacher's AIM_SHARE is 0.6)
   "mix_wide"     60% fresh problems with operands up to 100 (at least one above 50: the
                  verifier's documented domain beyond the train split's range) and 40% fresh
                  train-range ones; none in any hub split
@@ -62,13 +64,15 @@ def has_wide_operand(p: dict) -> bool:
 
 
 def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
+    kind, _, share = kind.partition("@")
+    mix_share = float(share) if share else MIX_SHARE
     seen = held_keys()
     rng, text_rng, out = random.Random(seed), random.Random(seed + 1), []
     while len(out) < n:
         want_three = None   # any structure
         if kind.endswith("three_digit") or kind.startswith("mix_peak120"):
-            want_three = "mix" not in kind or rng.random() < MIX_SHARE
-        wide = (kind == "mix_wide" and rng.random() < MIX_SHARE) or (
+            want_three = "mix" not in kind or rng.random() < mix_share
+        wide = (kind == "mix_wide" and rng.random() < mix_share) or (
             kind == "mix_peak120_wide" and want_three)
         while True:
             p = generate_problem(rng, 100 if wide else stock_arithmetic.MAX_OPERAND)
