@@ -356,6 +356,24 @@ def test_a_taskset_with_toolsets_is_introspected_as_tool_using_with_its_advertis
     assert "tool-using" in interaction_line(hub) and "tools: add, multiply" in interaction_line(hub)
 
 
+def test_driver_introspect_taskset_names_its_splits_rewards_and_tools(tmp_path):
+    """`driver introspect ENV --taskset`, as a current prime-rl user asks: the taskset's class
+    and Task, its rewards with their weights, the split field's values the driver trains and
+    reports on, and its episodes: tool-using, the tools as the agent is offered them, the turn
+    limit the driver's agent leaves unset."""
+    from conftest import driver_env
+
+    r = driver(["introspect", "tool_calculator", "--taskset"], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert "tool_calculator: ToolCalculatorTaskset · task CalculatorTask" in out
+    assert "rewards: correct_answer×1.0, tool_calls×0.0" in out
+    assert "splits (split): train {'split': 'train'} · eval {'split': 'test'}" in out
+    assert ("episodes: tool-using (the env runs the model's tool calls until it stops); no turn limit "
+            "(the agent's max_turns, which the driver leaves unset); tools: add, multiply") in out
+    assert "info keys the rubric reads: not looked for" in out
+
+
 def test_the_taskset_gate_plays_a_rows_tool_calls_with_the_hubs_toolset(tmp_path, calc_taskset_hub):
     """The rows' winning replies on the taskset: the call is run by the hub's CalculatorToolset
     and its result comes back as a tool message before the answer; a call to the wrong tool, a

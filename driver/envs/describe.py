@@ -35,6 +35,10 @@ def interaction_line(hub: dict) -> str:
         return line
     limit = it.get("max_turns")
     line += (f"; max_turns {limit}" if isinstance(limit, int) and limit > 0 else "; no turn limit")
+    if kind_of(hub) != CLASSIC:
+        # a taskset's turns are its agent's: the driver's null-harness agent sets no max_turns
+        line += " (the agent's max_turns, which the driver leaves unset)"
+        return line + (f"; tools: {', '.join(it['tools'])}" if it.get("tools") else "")
     if it.get("env_response"):
         line += f"; env_response of {it['env_response']}"
     own = [c for c in it.get("stop_conditions") or [] if c not in VERIFIERS_STOPS]
