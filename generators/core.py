@@ -44,26 +44,44 @@ def bucket_plan(weakness: dict, buckets: dict, family: str):
             yield key, buckets[key], weakness["allocations"][f"{key[0]} / {key[1]}"]
 
 
+def draw_difficulty(rng: random.Random, mix: list[tuple[str, float]]) -> str:
+    """The difficulty the next row is to have, drawn from the family's (label, weight) mix."""
+    return rng.choices([d for d, _ in mix], [w for _, w in mix])[0]
+
+
 class BucketQuota:
     """One bucket's bookkeeping: no reasoning depth above max_depth_share (checked once the
-    bucket has 10 rows), and no clone of any row already claimed (`seen` is shared across
-    buckets and pre-filled with prior iterations' clone keys)."""
+    bucket has 10 rows), no clone of any row already claimed (`seen` is shared across buckets
+    and pre-filled with prior iterations' clone keys), the rows made from failed skeletons, and
+    the tries, bounded so that a template that cannot reach its target says so."""
 
     def __init__(self, seen: set, max_depth_share: float):
         self.seen, self.max_share = seen, max_depth_share
         self.depths: dict = {}
-        self.made = 0
+        self.made = self.from_skeletons = self.attempts = 0
+
+    def attempt(self, key, target: int, limit: int = 20000) -> None:
+        """Count a try at the bucket's next row: more than `limit` tries a row stops the run."""
+        self.attempts += 1
+        if self.attempts > target * limit:
+            raise RuntimeError(f"template {key} cannot reach {target} rows")
+
+    def skeleton_due(self, rng: random.Random, share: float) -> bool:
+        """Whether the next row paraphrases a failed skeleton: always while the bucket's rows
+        from skeletons are behind `share` of its rows, else with probability `share`."""
+        return self.from_skeletons < share * (self.made + 1) or rng.random() < share
 
     def depth_ok(self, depth) -> bool:
         return self.made < 10 or (self.depths.get(depth, 0) + 1) / (self.made + 1) <= self.max_share
 
-    def claim(self, question: str, depth) -> bool:
+    def claim(self, question: str, depth, from_skeleton: bool = False) -> bool:
         key = clone_key(question)
         if key in self.seen:
             return False
         self.seen.add(key)
         self.depths[depth] = self.depths.get(depth, 0) + 1
         self.made += 1
+        self.from_skeletons += from_skeleton
         return True
 
 

@@ -16,7 +16,13 @@ import random
 
 from hidden_number.game import MAX_LO, halving_moves, needed, question
 
-from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
+from generators.core import (
+    BucketQuota,
+    RowWriter,
+    bucket_plan,
+    draw_difficulty,
+    prior_clone_keys,
+)
 from generators.family import Family
 
 NARROW, WIDE = 12, 24          # a range of fewer than NARROW numbers is narrow; WIDE or more, wide
@@ -121,15 +127,12 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     aim = weakness.get("aim")
     for key, constraint, target in bucket_plan(weakness, BUCKETS, "hidden_number"):
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
-        skel_made = aimed = attempts = 0
+        aimed = 0
         fits = [s for s in usable if constraint({"width": s["info"]["width"], "spare": s["info"]["spare"]})]
         while quota.made < target:
-            attempts += 1
-            if attempts > target * 20000:
-                raise RuntimeError(f"template {key} cannot reach {target} rows")
-            want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
-            use_skeleton = bool(fits) and (skel_made < skeleton_share * (quota.made + 1)
-                                           or rng.random() < skeleton_share)
+            quota.attempt(key, target)
+            want = draw_difficulty(rng, DIFFICULTY_MIX)
+            use_skeleton = bool(fits) and quota.skeleton_due(rng, skeleton_share)
             if use_skeleton:
                 sk = rng.choice(fits)
                 lo, hi, secret, budget = game(rng, sk["info"]["width"], sk["info"]["spare"])
@@ -150,9 +153,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             if difficulty(feats) != want or not quota.depth_ok(len(moves)):
                 continue
             q = question(lo, hi, budget, rng)
-            if not quota.claim(q, len(moves)):
+            if not quota.claim(q, len(moves), use_skeleton):
                 continue
-            skel_made += use_skeleton
             aimed += _in_aim(hi - lo + 1, aim)
             writer.add(q, str(secret), {
                 "lo": lo, "hi": hi, "max_guesses": budget,

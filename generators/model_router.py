@@ -14,7 +14,13 @@ import random
 
 from model_router.table import CATEGORIES, MODELS, oracle_pick
 
-from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
+from generators.core import (
+    BucketQuota,
+    RowWriter,
+    bucket_plan,
+    draw_difficulty,
+    prior_clone_keys,
+)
 from generators.family import Family
 
 SMALL, MEDIUM, LARGE = "swift-small", "steady-medium", "deep-large"
@@ -138,16 +144,13 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     serial = 0
     for key, constraint, target in bucket_plan(weakness, BUCKETS, "model_router"):
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
-        skel_made = skel_misses = attempts = 0
+        skel_misses = 0
         while quota.made < target:
-            attempts += 1
-            if attempts > target * 20000:
-                raise RuntimeError(f"template {key} cannot reach {target} rows")
-            want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
+            quota.attempt(key, target)
+            want = draw_difficulty(rng, DIFFICULTY_MIX)
             # as in the StockArithmetic family: when no failed skeleton fits this bucket's
             # outcome pattern (say, only multi-file tasks failed), fresh tasks fill it
-            use_skeleton = bool(usable) and skel_misses < 5000 and (
-                skel_made < skeleton_share * (quota.made + 1) or rng.random() < skeleton_share)
+            use_skeleton = bool(usable) and skel_misses < 5000 and quota.skeleton_due(rng, skeleton_share)
             if use_skeleton:
                 sk = rng.choice(usable)
                 info = sk["info"]
@@ -168,9 +171,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             category = rng.choice(CATEGORIES + EXTRA_CATEGORIES)
             serial += 1
             question = render(task, f"gen-{seed}-{serial:05d}", category, rng, distractor)
-            if not quota.claim(question, dp):
+            if not quota.claim(question, dp, use_skeleton):
                 continue
-            skel_made += use_skeleton
             oracle = oracle_pick(task["per_model"])
             writer.add(question, oracle, {
                 "domain": key[0], "sub_domain": key[1], "difficulty": want,

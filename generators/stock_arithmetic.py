@@ -16,6 +16,7 @@ from generators.core import (
     RowWriter,
     bucket_plan,
     clone_key,
+    draw_difficulty,
     prior_clone_keys,
 )
 from generators.family import Family
@@ -357,21 +358,18 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     scarce, owed = owed_features(aim, plan, defined, seed) if aim else (set(), {})
     in_range = [s for s in usable if aim and in_aim(s["problem"], aim)]
     for key, constraint, target in plan:
-        attempts, lag_redraws = 0, 0
+        lag_redraws = 0
         due = owed.get(key, {})                 # {feature: share of this bucket's rows}
         due_made = {f: 0 for f in due}
         aimed_here = [s for s in in_range if constraint(s["problem"])]
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
-        skel_made, skel_misses = 0, 0
+        skel_misses = 0
         while quota.made < target:
-            attempts += 1
-            if attempts > target * 5000:
-                raise RuntimeError(f"template {key} cannot reach {target} rows")
-            want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
+            quota.attempt(key, target, limit=5000)
+            want = draw_difficulty(rng, DIFFICULTY_MIX)
             # keep the skeleton share at its target in every bucket, unless no failed
             # skeleton fits this bucket's structure (then fresh samples fill it)
-            behind = skel_made < skeleton_share * (quota.made + 1)
-            use_skeleton = bool(usable) and skel_misses < 20000 and (behind or rng.random() < skeleton_share)
+            use_skeleton = bool(usable) and skel_misses < 20000 and quota.skeleton_due(rng, skeleton_share)
             made = len(writer.rows) + 1
             short = [f for f, q in due.items() if due_made[f] < q * (quota.made + 1)]
             behind_aim = bool(aim) and aimed < aim["share"] * made
@@ -406,9 +404,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             if not quota.depth_ok(dp):
                 continue
             question = render(p, rng, distractor, interleaved, style)
-            if not quota.claim(question, dp):
+            if not quota.claim(question, dp, use_skeleton):
                 continue
-            skel_made += use_skeleton
             aimed += from_aim or (bool(aim) and use_skeleton and in_aim(p, aim))
             for f in due:
                 due_made[f] += PROBLEM_FEATURES[f](p)

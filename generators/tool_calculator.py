@@ -22,7 +22,13 @@ import random
 
 from tool_calculator.problems import MAX_OPERAND, question, result, trajectory
 
-from generators.core import BucketQuota, RowWriter, bucket_plan, prior_clone_keys
+from generators.core import (
+    BucketQuota,
+    RowWriter,
+    bucket_plan,
+    draw_difficulty,
+    prior_clone_keys,
+)
 from generators.family import Family
 
 OP_NAMES = {"add": "addition", "multiply": "multiplication"}
@@ -149,17 +155,14 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     for key, constraint, target in bucket_plan(weakness, BUCKETS, "tool_calculator"):
         op = "add" if key[1] == "addition" else "multiply"
         quota = BucketQuota(seen, 0.7)
-        skel_made = aimed = attempts = 0
+        aimed = 0
         fits = [s for s in usable if s["info"]["op"] == op and constraint(
             {"op": op, "digits": max(s["info"]["a_digits"], s["info"]["b_digits"]),
              "short": min(s["info"]["a_digits"], s["info"]["b_digits"])})]
         while quota.made < target:
-            attempts += 1
-            if attempts > target * 20000:
-                raise RuntimeError(f"template {key} cannot reach {target} rows")
-            want = rng.choices([d for d, _ in DIFFICULTY_MIX], [w for _, w in DIFFICULTY_MIX])[0]
-            use_skeleton = bool(fits) and (skel_made < skeleton_share * (quota.made + 1)
-                                           or rng.random() < skeleton_share)
+            quota.attempt(key, target)
+            want = draw_difficulty(rng, DIFFICULTY_MIX)
+            use_skeleton = bool(fits) and quota.skeleton_due(rng, skeleton_share)
             if use_skeleton:
                 sk = rng.choice(fits)
                 a, b = number(rng, sk["info"]["a_digits"]), number(rng, sk["info"]["b_digits"])
@@ -173,14 +176,13 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             if aim and not use_skeleton and aimed < aim.get("share", 0) * (quota.made + 1) and not _in_aim(p, aim):
                 continue
             feats = features(op, a, b)
-            if difficulty(feats) != want and attempts < target * 200:
+            if difficulty(feats) != want and quota.attempts < target * 200:
                 continue
             if not quota.depth_ok(depth(a, b, op)):
                 continue
             q = question(op, a, b, rng)
-            if not quota.claim(q, depth(a, b, op)):
+            if not quota.claim(q, depth(a, b, op), use_skeleton):
                 continue
-            skel_made += use_skeleton
             aimed += _in_aim(p, aim)
             writer.add(q, str(result(op, a, b)), row_info(op, a, b, key, difficulty(feats), feats, source))
     writer.write()
