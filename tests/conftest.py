@@ -151,6 +151,15 @@ def with_test_envs(env) -> str:
     return os.pathsep.join(p for p in [ENVS, env.get("PYTHONPATH", "")] if p)
 
 
+@pytest.fixture(scope="module")
+def test_envs_on_path():
+    """tests/envs on PYTHONPATH for a whole module (`pytestmark = pytest.mark.usefixtures(
+    "test_envs_on_path")`), for the driver's env-side jobs and the module's own checks."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
+        yield
+
+
 def cpu_user_env(tmp_path: Path) -> dict:
     """A CPU user's shell: no prime-rl (nor its stand-in), the test envs importable, and an
     empty student cache (no earlier build of any recipe)."""

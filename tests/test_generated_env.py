@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENVS, with_test_envs
+from conftest import ENVS
 from tests_support import python_c
 from driver.envs.install import cleanup, install_generated
 from driver.envs.introspect import introspect
@@ -29,12 +29,8 @@ sys.path.insert(0, ENVS)
 import own_data_gym  # noqa: E402
 
 
-@pytest.fixture(scope="module", autouse=True)
-def test_envs_on_path():
-    """tests/envs on PYTHONPATH, for the driver's env-side jobs and the checks below."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
-        yield
+# tests/envs on PYTHONPATH for the whole module (conftest)
+pytestmark = pytest.mark.usefixtures("test_envs_on_path")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ TEACHER.md must say what to write, well enough for a teacher that reads only it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import uuid
@@ -38,11 +37,8 @@ ACCURATE = rules.LINE["accurate"].name
 TRAIN = 200   # index_gym's default train rows: its dataset object holds train then eval entries
 
 
-@pytest.fixture(scope="module", autouse=True)
-def test_envs_on_path():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
-        yield
+# tests/envs on PYTHONPATH for the whole module (conftest)
+pytestmark = pytest.mark.usefixtures("test_envs_on_path")
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ENVS, ROOT, cpu_user_env, driver, with_test_envs
+from conftest import ENVS, ROOT, cpu_user_env, driver
 from tests_support import python_c
 
 PY = sys.executable
@@ -28,11 +28,8 @@ sys.path.insert(0, ENVS)
 sys.path.insert(0, str(ROOT / "driver" / "envside"))
 
 
-@pytest.fixture(scope="module", autouse=True)
-def test_envs_on_path():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
-        yield
+# tests/envs on PYTHONPATH for the whole module (conftest)
+pytestmark = pytest.mark.usefixtures("test_envs_on_path")
 
 
 @pytest.fixture(scope="module", autouse=True)

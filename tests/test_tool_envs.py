@@ -35,11 +35,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 WORD_CODES = {"tool_a": 7, "tool_b": 11, "tool_c": 13, "tool_d": 17}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def test_envs_on_path():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", with_test_envs(os.environ))
-        yield
+# tests/envs on PYTHONPATH for the whole module (conftest)
+pytestmark = pytest.mark.usefixtures("test_envs_on_path")
 
 
 @pytest.fixture(scope="module")
