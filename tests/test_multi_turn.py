@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ENVS, ROOT, cpu_user_env, driver
-from tests_support import python_c
+from tests_support import assert_loop_finished_one_iteration, python_c
 
 PY = sys.executable
 sys.path.insert(0, ENVS)
@@ -609,14 +609,7 @@ def test_on_cpu_the_loop_trains_a_student_on_the_built_in_game_through_an_iterat
                env, timeout=3000)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     rd = run_dir_from(r.stdout)
-    state = json.loads((rd / "run.json").read_text())
-    assert (state["phase"], state["status"]) == ("done", "max_iters_reached")
-    assert state["model"] == "builtin:tiny-char-qwen2?corpus=stream&sft_steps=600&c_slip_share=0.2"
-    metrics = json.loads((rd / "metrics.json").read_text())
-    assert [m["iter"] for m in metrics["iters"] if not m.get("skipped")] == [0, 1]
-    assert len(metrics["controls"]) == 3
-    probe = json.loads((rd / "iter_1" / "probe.json").read_text())
-    assert probe["passed"] and probe["live_fraction"] > 0
+    assert_loop_finished_one_iteration(rd, "builtin:tiny-char-qwen2?corpus=stream&sft_steps=600&c_slip_share=0.2")
     classic = dialects.get("classic")
     for k in (0, 1):
         out = rd / f"iter_{k}" / "prime_out"

@@ -258,6 +258,7 @@ def test_on_cpu_the_loop_trains_the_tool_student_through_an_iteration_and_the_co
     probe finds live groups on the teacher's rows; the run completes."""
     from conftest import cpu_user_env, driver, run_dir_from
     from driver import dialects
+    from tests_support import assert_loop_finished_one_iteration
     from tool_calculator import STUDENT_RECIPE, problems
 
     env = cpu_user_env(tmp_path)   # an empty cache: the student is the shipped one
@@ -267,14 +268,7 @@ def test_on_cpu_the_loop_trains_the_tool_student_through_an_iteration_and_the_co
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "is built before iter_0" not in r.stdout + r.stderr   # shipped prebuilt: nothing to build
     rd = run_dir_from(r.stdout)
-    state = json.loads((rd / "run.json").read_text())
-    assert (state["phase"], state["status"]) == ("done", "max_iters_reached")
-    assert state["model"] == STUDENT_RECIPE
-    metrics = json.loads((rd / "metrics.json").read_text())
-    assert [m["iter"] for m in metrics["iters"] if not m.get("skipped")] == [0, 1]
-    assert len(metrics["controls"]) == 3
-    probe = json.loads((rd / "iter_1" / "probe.json").read_text())
-    assert probe["passed"] and probe["live_fraction"] > 0
+    assert_loop_finished_one_iteration(rd, STUDENT_RECIPE)
     classic = dialects.get("classic")
     out = rd / "iter_0" / "prime_out"
     steps = [list(classic.train_rows(out, s)) for s in classic.train_steps(out)]

@@ -97,3 +97,19 @@ def stock_arithmetic_eval_prompts() -> list[str]:
 
     splits = build_splits(0)
     return [r["question"] for split in ("test", "validation", "selection") for r in splits[split]]
+
+
+def assert_loop_finished_one_iteration(run_dir: Path, model: str) -> None:
+    """A whole `--max-iters 2` run ended as the loop ends it: done at max_iters_reached with
+    `model`, iter_0 and iter_1 trained and evaluated, the three controls run, and iter_1's
+    gradient probe passed with live groups."""
+    import json
+
+    state = json.loads((run_dir / "run.json").read_text())
+    assert (state["phase"], state["status"]) == ("done", "max_iters_reached")
+    assert state["model"] == model
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert [m["iter"] for m in metrics["iters"] if not m.get("skipped")] == [0, 1]
+    assert len(metrics["controls"]) == 3
+    probe = json.loads((run_dir / "iter_1" / "probe.json").read_text())
+    assert probe["passed"] and probe["live_fraction"] > 0
