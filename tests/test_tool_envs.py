@@ -392,6 +392,42 @@ def test_the_taskset_gate_plays_a_rows_tool_calls_with_the_hubs_toolset(tmp_path
     assert [r["reward"] for r in scored["rows"]] == [1.0] * 4 + [0.0] * 3, scored
 
 
+def test_the_gates_tool_calls_and_the_doubles_tool_records_match_a_real_mcp_client():
+    """ToolCalculator's toolset served by FastMCP (the `mcp` package verifiers v1 requires) and
+    reached by a real MCP client session in memory, as the null harness reaches it over HTTP
+    (program.py:74-139@a60a606): the tools it lists are the current double's trace records
+    (name, description, schema), and each call's result as the harness reads it is what the
+    gate's call gives: a result, arguments the signature refuses, arguments it lacks, a tool
+    no server offers (the harness's own text)."""
+    from mcp.shared.memory import create_connected_server_and_client_session
+    from verifiers.v1.harnesses.null.program import mcp_content_to_chat_content
+    from verifiers.v1.utils.loaders import taskset_class, taskset_config_type
+
+    import taskset as job
+    import trainer_double_current
+
+    cls = taskset_class("tool_calculator")
+    config = taskset_config_type("tool_calculator")(id="tool_calculator")
+    calls = [("add", {"a": 2, "b": 3}), ("multiply", {"a": 12, "b": 7}), ("add", {"a": "x", "b": 2}),
+             ("multiply", {"a": 1, "c": 2})]
+
+    async def go():
+        tools = await job.served(job.toolsets("tool_calculator", config))
+        app = next(iter(tools.values()))[0]
+        async with create_connected_server_and_client_session(app._mcp_server) as session:
+            listed = [{"name": t.name, "description": t.description, "parameters": t.inputSchema}
+                      for t in (await session.list_tools()).tools]
+            real = [mcp_content_to_chat_content((await session.call_tool(n, a)).content) for n, a in calls]
+        gate = [await job.run_tool(tools, n, json.dumps(a)) for n, a in calls]
+        return listed, real, gate, await job.run_tool(tools, "divide", "{}")
+
+    listed, real, gate, unknown = asyncio.run(go())
+    assert listed == trainer_double_current.advertised_tools(cls, config)
+    assert gate == real
+    assert real[:2] == ["5", "84"] and real[2].startswith("Error executing tool add: 1 validation error")
+    assert "Field required" in real[3] and unknown == "error: unknown tool 'divide'"
+
+
 def test_a_generated_taskset_has_the_hubs_toolsets_built_from_the_hubs_settings(tmp_path, calc_taskset_hub):
     """An iteration's taskset package, installed from generated rows: its tasks are the hub's
     Task class, its rollouts reach the hub's own toolset class, built with the settings the run
@@ -445,7 +481,8 @@ def test_a_whole_run_on_the_tool_env_with_the_trainer_double_installs_iterations
     classic dialect and the taskset on the current one: the built-in teacher's rows (winning
     replies that call a tool) pass the gate, every arm's env is installed with the hub's tools,
     and on the current dialect the train rollouts of an iteration offer the agent the same
-    tools as iter_0's (verifiers builds them from the generated taskset's toolsets)."""
+    tools (names, descriptions, schemas) as iter_0's (verifiers builds them from the generated
+    taskset's toolsets); that they are answered by the hub's own methods, INSTALLED_TOOLS shows."""
     from driver import dialects
 
     env = current_env(tmp_path) if dialect == "current" else driver_env(tmp_path)
@@ -471,7 +508,10 @@ def test_a_whole_run_on_the_tool_env_with_the_trainer_double_installs_iterations
             return {json.dumps(t["tools"], sort_keys=True) for s in steps
                     for t in (json.loads(line)["traces"][0] for line in D.train_file(out, s).read_text().splitlines())}
 
-        assert offered("iter_1") == offered("iter_0") and "CalculatorToolset.add" in next(iter(offered("iter_0")))
+        tools = offered("iter_0")
+        assert offered("iter_1") == tools and len(tools) == 1
+        assert [(t["name"], t["description"], sorted(t["parameters"]["required"])) for t in json.loads(tools.pop())] == [
+            ("add", "The sum of a and b.", ["a", "b"]), ("multiply", "The product of a and b.", ["a", "b"])]
 
 
 # --------------------------------------------------------------------------------------------

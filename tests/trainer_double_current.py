@@ -76,11 +76,12 @@ def tasks_through_verifiers(tid: str, taskset: dict) -> list[dict]:
 
 
 def advertised_tools(cls, config) -> list[dict]:
-    """The tools a rollout's agent is offered: the Task class's toolsets and the Taskset's shared
-    ones, built from the taskset's config (verifiers v1 env.py:391-399, rollout.py:248@a60a606),
-    each `tool` method advertised as `<server>_<tool>`, bare for a server named ""
-    (harnesses/null/program.py:74-104, mcp/server.py:256-261). Each as the trace's `tools`
-    records it (name, description), with the method that answers it."""
+    """The tools a rollout's agent is offered, as the trace records them (a `Tool`: name,
+    description, parameters; verifiers v1 types.py:97-101, trace.py:374@a60a606): the Task
+    class's toolsets and the Taskset's shared ones, built from the taskset's config (env.py:391-399,
+    rollout.py:248), each `tool` method registered with its name and stripped docstring
+    (mcp/toolset.py:28-34) and advertised as `<server>_<tool>`, bare for a server named ""
+    (harnesses/null/program.py:74-107, mcp/server.py:256-261)."""
     from verifiers.v1.utils.decorators import discover_decorated
 
     out = []
@@ -88,9 +89,26 @@ def advertised_tools(cls, config) -> list[dict]:
         for fn in discover_decorated(server, "tool"):
             raw = getattr(fn, "tool_name", None) or fn.__name__
             out.append({"name": f"{server.server_name}_{raw}" if server.server_name else raw,
-                        "description": (fn.__doc__ or "").strip(),
-                        "method": f"{type(server).__module__}.{type(server).__qualname__}.{fn.__name__}"})
+                        "description": (fn.__doc__ or "").strip(), "parameters": tool_parameters(fn)})
     return out
+
+
+def tool_parameters(fn) -> dict:
+    """A tool's input schema as FastMCP derives it from the method's signature: a pydantic model
+    `<name>Arguments` with one field per parameter, its annotation (Any where it has none) and
+    its default, as JSON schema by alias (mcp/server/fastmcp/utilities/func_metadata.py:221-261,
+    tools/base.py:70-76@1.24.0). FastMCP's string schema for an unannotated parameter
+    (func_metadata.py:239-240) and its alias for a parameter named like a BaseModel method
+    (243-247) are not copied: no shipped or test toolset has either."""
+    import inspect
+    from typing import Any
+
+    import pydantic
+
+    fields = {n: (Any if p.annotation is inspect.Parameter.empty else p.annotation,
+                  ... if p.default is inspect.Parameter.empty else p.default)
+              for n, p in inspect.signature(fn, eval_str=True).parameters.items()}
+    return pydantic.create_model(f"{fn.__name__}Arguments", **fields).model_json_schema(by_alias=True)
 
 
 def tasks_of(source: dict) -> list[dict]:

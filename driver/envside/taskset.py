@@ -12,7 +12,6 @@ process, as prime-rl's null-harness agent would call them over MCP (`play_tools`
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import typing
 
@@ -52,13 +51,19 @@ def data_fields(task_cls) -> list[str]:
     return list(task_cls.data_type().model_fields)
 
 
-def trace_for(task, reply: str):
-    """A trace of one user turn (the task's prompt) and `reply` as the sampled assistant turn."""
+def _prompted(task):
+    """A trace of `task` holding its prompt as one user turn, before any reply."""
     from verifiers.v1.trace import TraceTask
 
     t = vf.Trace(task=TraceTask(type=type(task).__name__, data=task.data.model_dump(mode="json"),
                                 key=task.key), agent=vf.AgentInfo(config={}))
     t.nodes.append(vf.MessageNode(message=vf.UserMessage(content=text_of(task.data.prompt))))
+    return t
+
+
+def trace_for(task, reply: str):
+    """A trace of one user turn (the task's prompt) and `reply` as the sampled assistant turn."""
+    t = _prompted(task)
     t.nodes.append(vf.MessageNode(message=vf.AssistantMessage(content=reply), sampled=True, parent=0))
     return t
 
@@ -84,8 +89,8 @@ def toolsets(taskset_id: str, config) -> list:
 
 def advertised(servers: list) -> dict:
     """{the name the model calls: (server, the tool method)}: `<server>_<tool>`, bare where the
-    server's name is "" (TOOL_PREFIX None) (harnesses/null/program.py:74-104, mcp/server.py:256-261
-    and its `tool` methods, mcp/toolset.py:27-33@a60a606)."""
+    server's name is "" (TOOL_PREFIX None) (harnesses/null/program.py:74-107, mcp/server.py:256-261
+    and its `tool` methods, mcp/toolset.py:28-34@a60a606)."""
     from verifiers.v1.utils.decorators import discover_decorated
 
     out = {}
@@ -96,15 +101,22 @@ def advertised(servers: list) -> dict:
     return out
 
 
-def tool_result_text(result) -> str:
-    """A tool's return value as the agent reads it: FastMCP's text content
-    (mcp/server/fastmcp/utilities/func_metadata.py:510-533@1.24.0: a string as it is, anything
-    else JSON with indent 2) joined as the null harness joins text blocks (program.py:110-124)."""
-    import pydantic_core
+async def served(servers: list, task=None) -> dict:
+    """{the name the model calls: (FastMCP app, the tool's own name)}: each server set up (and,
+    given the rollout's `task`, set up for it) and registered on a FastMCP app, as verifiers
+    serves a tool server (mcp/server.py:302-315@a60a606); only the HTTP transport is left out."""
+    from mcp.server.fastmcp import FastMCP
 
-    if isinstance(result, (list, tuple)):
-        return "\n".join(tool_result_text(r) for r in result)
-    return result if isinstance(result, str) else pydantic_core.to_json(result, fallback=str, indent=2).decode()
+    out = {}
+    for server in servers:
+        await server.setup()
+        if task is not None:
+            await server.setup_task(task)
+        app = FastMCP(server.server_name, log_level="WARNING")
+        server.register(app)
+        out.update({name: (app, getattr(fn, "tool_name", None) or fn.__name__)
+                    for name, (_, fn) in advertised([server]).items()})
+    return out
 
 
 def _call_parts(call: dict, default_id: str) -> tuple[str, str, str]:
@@ -117,10 +129,13 @@ def _call_parts(call: dict, default_id: str) -> tuple[str, str, str]:
 
 
 async def run_tool(tools: dict, name: str, arguments: str) -> str:
-    """One tool call as the null harness makes it (program.py:186-217@a60a606): its error
-    messages for arguments that are not a JSON object and for an unknown tool, else the tool's
-    result; a tool that raises answers FastMCP's "Error executing tool" (tools/base.py:112@1.24.0)."""
-    import pydantic
+    """One tool call as the null harness makes it (program.py:188-218@a60a606): its own error
+    texts for arguments that are not a JSON object and for a tool no server offers, else the
+    server's answer, through the MCP server's own call handler (mcp/server/lowlevel/server.py:
+    521-584@1.27.1: a tool that raises or arguments its signature refuses answer as an error
+    result), read as the harness reads it (program.py:110-139)."""
+    from mcp import types
+    from verifiers.v1.harnesses.null.program import mcp_content_to_chat_content
 
     try:
         args = json.loads(arguments or "{}")
@@ -131,15 +146,11 @@ async def run_tool(tools: dict, name: str, arguments: str) -> str:
                 "resend as an object")
     if name not in tools:
         return f"error: unknown tool {name!r}"
-    server, fn = tools[name]
-    try:
-        # FastMCP validates the arguments against the method's signature before the call
-        result = server._with_state(pydantic.validate_call(fn))(**args)
-        if inspect.isawaitable(result):
-            result = await result
-    except Exception as e:  # noqa: BLE001 - the agent reads a tool's failure as its result
-        return f"Error executing tool {name}: {e}"
-    return tool_result_text(result)
+    app, raw = tools[name]
+    handler = app._mcp_server.request_handlers[types.CallToolRequest]
+    result = await handler(types.CallToolRequest(
+        method="tools/call", params=types.CallToolRequestParams(name=raw, arguments=args)))
+    return mcp_content_to_chat_content(result.root.content)
 
 
 def _reply_message(reply, k: int):
@@ -155,12 +166,8 @@ def _reply_message(reply, k: int):
 async def play_replies(task, replies: list, tools: dict):
     """A trace of `task` with `replies` as the model's turns: each reply's tool calls run and
     answered as tool messages, the episode ending at the first reply that calls no tool, as the
-    null harness's loop ends it (program.py:182-217@a60a606)."""
-    from verifiers.v1.trace import TraceTask
-
-    t = vf.Trace(task=TraceTask(type=type(task).__name__, data=task.data.model_dump(mode="json"),
-                                key=task.key), agent=vf.AgentInfo(config={}))
-    t.nodes.append(vf.MessageNode(message=vf.UserMessage(content=text_of(task.data.prompt))))
+    null harness's loop ends it (program.py:183-218@a60a606)."""
+    t = _prompted(task)
     for k, reply in enumerate(replies):
         msg = _reply_message(reply, k)
         t.nodes.append(vf.MessageNode(message=msg, sampled=True, parent=len(t.nodes) - 1))
@@ -267,17 +274,20 @@ def score_rows(req: dict) -> dict:
                                  if k in known}))
     ceiling = sum(_weight(fn) for fn in probe.hooks("reward") if _weight(fn) > 0)
     config = taskset_config_type(req["env_id"])(id=req["env_id"], **(req.get("env_args") or {}))
-    tools = advertised(toolsets(req["env_id"], config))
 
-    async def score(n, row):
+    async def score(n, row, shared):
         errors = []
         try:
             values = {"idx": n, "prompt": str(row.get("question", "")), "system_prompt": system or None,
                       "answer": str(row.get("answer", "")), "info": row["info"]}
             task = task_cls(data_cls(**{k: v for k, v in values.items() if k in known}))
             reasoning = row["info"]["reasoning"]
-            trace = (await play_replies(task, reasoning, tools) if isinstance(reasoning, list)
-                     else trace_for(task, reasoning))
+            if isinstance(reasoning, list):
+                # the taskset's shared servers live across rollouts; a task's own, one rollout
+                tools = {**shared, **await served(task_cls.toolsets(config.task), task)}
+                trace = await play_replies(task, reasoning, tools)
+            else:
+                trace = trace_for(task, reasoning)
             await task.score(trace)
             reward = float(trace.reward)
         except Exception as e:  # noqa: BLE001 - a row's failure is its own, not the job's
@@ -287,7 +297,8 @@ def score_rows(req: dict) -> dict:
                 "reward": reward, "errors": errors}
 
     async def run():
-        return [await score(n, r) for n, r in rows.read_reasoned_rows(req["dataset"])]
+        shared = await served(taskset_class(req["env_id"]).toolsets(config))
+        return [await score(n, r, shared) for n, r in rows.read_reasoned_rows(req["dataset"])]
 
     return {"ceiling": ceiling, "rows": asyncio.run(run())}
 
