@@ -150,6 +150,8 @@ def train_row(episode: dict) -> dict:
                     if isinstance(v, (int, float)) and not isinstance(v, bool)},
         "is_completed": bool(trace.get("is_completed", ok)),
         "is_truncated": trace.get("stop_condition") in TRUNCATING_STOPS,
+        # how the episode ended (verifiers v1 Trace.stop_condition, trace.py:403@a60a606): the
+        # run's episode counts for a multi-turn or tool-using env (phases/setup.py episode_ends)
         "stop_condition": trace.get("stop_condition"),
         "errors": [str(e)[:200] for e in (episode.get("errors") or [])][:3],
     }
