@@ -500,6 +500,8 @@ def test_a_whole_run_on_the_tool_env_with_the_trainer_double_installs_iterations
         tools = json.loads(got.stdout.splitlines()[-1])
         assert tools["gen"] == tools["hub"] and len(tools["hub"]) == 2, (arm, tools)
     if dialect == "current":
+        # each train episode's end is read from its trace (the double's episodes complete)
+        assert "[iter_0] train episodes: 768, ended by completed 768" in r.stderr
         D = dialects.get("current")
 
         def offered(arm: str) -> set:
