@@ -105,6 +105,8 @@ async def served(servers: list, task=None) -> dict:
     """{the name the model calls: (FastMCP app, the tool's own name)}: each server set up (and,
     given the rollout's `task`, set up for it) and registered on a FastMCP app, as verifiers
     serves a tool server (mcp/server.py:302-315@a60a606); only the HTTP transport is left out."""
+    if not servers:
+        return {}      # a taskset without tools never imports mcp
     from mcp.server.fastmcp import FastMCP
 
     out = {}
