@@ -21,6 +21,8 @@ Train rows (`kind`):
   "mix_peak120_wide"  as mix_peak120, its peaks of 120 or more drawn with operands up to 100
                  (the family's verifier accepts them) so that they spread over 120..300 as the
                  peaks of OOD100-shaped problems do, not only over the train range's 120..150
+  "mix_peak120_uptoM"  as mix_peak120, its peaks of 120 or more drawn with operands up to M
+                 (between the train range's 50 and mix_peak120_wide's 100)
   "mix_peak120@S"  as mix_peak120 with a share S (0..1) of the rows at a peak of 120 or more
                  instead of 60% (the built-in teacher's AIM_SHARE is 0.6)
   "mix_wide"     60% fresh problems with operands up to 100 (at least one above 50: the
@@ -74,8 +76,11 @@ def fresh_rows(n: int, seed: int, kind: str) -> list[dict]:
             want_three = "mix" not in kind or rng.random() < mix_share
         wide = (kind == "mix_wide" and rng.random() < mix_share) or (
             kind == "mix_peak120_wide" and want_three)
+        top = 100 if wide else stock_arithmetic.MAX_OPERAND
+        if kind.startswith("mix_peak120_upto") and want_three:
+            top = int(kind.removeprefix("mix_peak120_upto"))
         while True:
-            p = generate_problem(rng, 100 if wide else stock_arithmetic.MAX_OPERAND)
+            p = generate_problem(rng, top)
             key = normalized_problem(p)
             if key in seen or (kind == "hard" and len(stock_arithmetic.features(p, False, False)) < 3):
                 continue
