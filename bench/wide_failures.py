@@ -27,7 +27,9 @@ from stock_arithmetic.verifier import compute_final_stock, parse_answer_json, sp
 from stock_arithmetic.warm_start import peak_stock  # noqa: E402
 
 FRESH_SETS = ("wide", "draws")   # rl_headroom's fresh OOD100-shaped set, greedy and sampled
-TRIGGER = 120                    # the demo student's habit starts at a peak of 120
+# where a habit triggers: the demo student's on a peak of 120 or more; a candidate's on another
+# quantity of the problem (warm_start_corpus's initial_habit_from)
+QUANTITIES = {"peak": peak_stock, "initial": lambda p: p["initial"]}
 OUTCOMES = ("right", "peak, chain right", "peak, chain wrong", "chain wrong", "other")
 STEP = re.compile(r"=\s*(-?\d+)")
 
@@ -55,7 +57,7 @@ def final_eval_file(arm_dir: Path) -> Path:
     return files[-1]
 
 
-def tally(arm_dir: Path) -> dict:
+def tally(arm_dir: Path, trigger: tuple[str, int] = ("peak", 120)) -> dict:
     cells: dict = {}
     with open(final_eval_file(arm_dir)) as fh:
         for line in fh:
@@ -64,7 +66,7 @@ def tally(arm_dir: Path) -> dict:
                 continue
             problem = row["info"]["problem"]
             text = row["completion"][-1]["content"] if row["completion"] else ""
-            key = (row["env_name"], peak_stock(problem) >= TRIGGER)
+            key = (row["env_name"], QUANTITIES[trigger[0]](problem) >= trigger[1])
             label, chain_right = outcome(text, problem)
             cell = cells.setdefault(key, Counter())
             cell[label] += 1
@@ -75,9 +77,16 @@ def tally(arm_dir: Path) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("arms", nargs="+", type=Path, help="arm directories kept by rl_headroom --keep")
+    ap.add_argument("--trigger", default="peak:120", metavar="QUANTITY:T",
+                    help="the habit's trigger: QUANTITY (peak or initial, the opening stock) of T "
+                         "or more (default peak:120, the demo student's)")
     ap.add_argument("--json", action="store_true", help="print the counts as JSON")
     a = ap.parse_args()
-    got = {str(d): tally(d) for d in a.arms}
+    quantity, _, t = a.trigger.partition(":")
+    if quantity not in QUANTITIES or not t.isdigit():
+        ap.error(f"--trigger {a.trigger!r}: give QUANTITY:T, QUANTITY one of {', '.join(QUANTITIES)}")
+    trigger = (quantity, int(t))
+    got = {str(d): tally(d, trigger) for d in a.arms}
     if a.json:
         print(json.dumps({arm: {f"{s}:{'trigger' if t else 'no trigger'}": dict(c)
                                 for (s, t), c in cells.items()} for arm, cells in got.items()}, indent=1))
@@ -92,7 +101,7 @@ def main() -> None:
             print(f"{Path(arm).name:<34}{s:<7}{'trigger' if t else 'no trigger':<12}{n:>5}"
                   + "".join(f"{100 * c[o] / n:>18.1f}%" for o in OUTCOMES)
                   + f"{100 * chain_right / n:>12.1f}%")
-    print(f"% of replies; trigger: a peak of {TRIGGER} or more. chain right: the worked chain's "
+    print(f"% of replies; trigger: {quantity} {trigger[1]} or more. chain right: the worked chain's "
           "stocks all right, whatever is answered: what a complete fix of the habit could reach. "
           "wide: greedy, one reply per problem; draws: the sampled replies at temperature 1.0.")
 

@@ -49,3 +49,5 @@ def test_only_the_fresh_sets_are_read(tmp_path):
     assert cells[("wide", True)]["peak, chain right"] == 1
     assert cells[("draws", True)]["right"] == 1
     assert cells[("draws", True)]["_chain_right"] == 1
+    # by another quantity: the opening stock, 40, is below a trigger of 49
+    assert set(wide_failures.tally(tmp_path / "arm", ("initial", 49))) == {("wide", False), ("draws", False)}
