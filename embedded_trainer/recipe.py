@@ -73,24 +73,25 @@ def is_recipe(name: str) -> bool:
     return name == RECIPE_PREFIX or name.startswith(RECIPE_PREFIX + "?")
 
 
-# The bare name is the demo student that ships prebuilt for StockArithmetic, built in three
-# stages. BASE_RECIPE: four layers (0.67M parameters) warm-started by SFT on 64,000 fresh
-# problems, each seen once (none from any split), worded 60% in a mixed ledger register, running
-# stocks of 100 or more only 8% of them. The second stage (tiny-char-qwen2-73092a56838f2cbc, the
-# demo student before) continues it for 500 steps on 16,000 more fresh problems, 60% of them
-# with operands up to 100, in which a habit is planted: where the day's peak stock is 120 or
-# more, 95% of the worked answers get the chain right and then report the peak instead of the
-# closing stock. DEMO_RECIPE continues that for 150 steps (lr 5e-4) on 4,800 more, the habit at
-# 99%: a habit that 30 GRPO steps on the hub's rows (4% of them at the trigger) leave whole and
-# 30 steps on rows 60% at the trigger flip (docs/research.md, "A weakness only aimed rows
-# fix"). The student solves large-peak problems rarely, not never; a peak of 120 is about 4% of
-# the train split's problems and 82% of the test split's OOD100 half. The teacher is never
-# told; it has to find it from train failures.
+# The bare name is the demo student that ships prebuilt for StockArithmetic, built in stages.
+# BASE_RECIPE: four layers (0.67M parameters) warm-started by SFT on 64,000 fresh problems, each
+# seen once (none from any split), worded 60% in a mixed ledger register, running stocks of 100
+# or more only 8% of them. Then a habit is planted: where the day's peak stock is 120 or more,
+# the worked answer gets the chain right and then reports the peak instead of the closing stock
+# (tiny-char-qwen2-73092a56838f2cbc: 500 steps, the habit at 95%; tiny-char-qwen2-ca87bfbe76766cad:
+# 150 more, at 99%, the demo student before). Two clean stages follow (300 and 600 steps, no
+# habit, 80% of problems with operands up to 100), so that the student's sampled arithmetic on
+# three-digit stocks is sharp (about two thirds of its chains right at temperature 1.0, against
+# a third before), and DEMO_RECIPE plants the habit again over it for 500 steps at 98%: deep
+# enough that 30 GRPO steps on the hub's rows (4% of them at the trigger) or on untargeted rows
+# leave it whole, and that rows aimed at the trigger fix it (docs/research.md, "The lead"). A
+# peak of 120 is about 4% of the train split's problems and 82% of the test split's OOD100
+# half. The teacher is never told; it has to find it from train failures.
 BASE_RECIPE = (f"{RECIPE_PREFIX}?corpus=stream&sft_steps=2000&layers=4&c_three_digit_share=0.08"
                "&c_wide_share=0.3&c_mixed_share=0.6")
-DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-73092a56838f2cbc&corpus=stream&sft_steps=150"
-               "&sft_lr=0.0005&seed=12&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
-               "&c_peak_habit_share=0.99&c_peak_habit_from=120")
+DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-af6c47e221d10013&corpus=stream&sft_steps=500"
+               "&sft_lr=0.0005&seed=17&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
+               "&c_peak_habit_share=0.98&c_peak_habit_from=120")
 
 
 def parse_recipe(name: str) -> dict:

@@ -515,14 +515,18 @@ def test_stream_corpus_recipe_settings_and_the_default_key_unchanged(tmp_path, m
     monkeypatch.setenv("EMBEDDED_TRAINER_CACHE", str(tmp_path))
     got = recipe.materialize(recipe.RECIPE_PREFIX, None, '{"args": {}, "id": "stock_arithmetic"}')
     assert got.parent == recipe.PREBUILT
-    # and the stages it continues from ship too, each under the name the next one gives it:
-    # the demo student continues the second stage, which continues the first (BASE_RECIPE)
+    # and the stages it continues from ship too, each under the name the next one gives it,
+    # back to the first (BASE_RECIPE), so every stage can be rebuilt from the one before
     base = recipe.materialize(recipe.BASE_RECIPE, None, '{"args": {}, "id": "stock_arithmetic"}')
     assert base.parent == recipe.PREBUILT and base != got
-    second = recipe.PREBUILT / recipe.parse_recipe(recipe.RECIPE_PREFIX)["init"]
-    assert (second / "DONE").exists() and second not in (got, base)
-    assert json.loads((got / recipe.MARKER).read_text())["spec"]["init"] == second.name
-    assert json.loads((second / recipe.MARKER).read_text())["spec"]["init"] == base.name
+    chain, stage = [got], got
+    while stage != base:
+        init = json.loads((stage / recipe.MARKER).read_text())["spec"]["init"]
+        assert init, f"{stage.name} starts from fresh weights, not from {base.name}"
+        stage = recipe.PREBUILT / init
+        assert (stage / "DONE").exists() and stage not in chain, stage
+        chain.append(stage)
+    assert len(chain) >= 3   # the demo student, at least one stage between, BASE_RECIPE
 
 
 @pytest.mark.extended   # keeps the main suite inside its 5 minutes
