@@ -14,8 +14,8 @@ a planted habit (`--habit`):
   chain right and answer the peak instead of the closing stock (warm_start_corpus's
   peak_habit option; `--habit peak --slip-share 0.95 --habit-from 120 --sft-steps 500
   --wide-share 0.6 --three-digit-share -1 --seed 11` builds the second stage of the shipped
-  demo student; recipe.DEMO_RECIPE continues it 150 steps with the habit at 0.99, a third stage
-  this script does not build: pass that recipe to rl_headroom.py's --model).
+  demo student; the later stages, which this script does not build, are named in
+  embedded_trainer/recipe.py above DEMO_RECIPE: pass a recipe to rl_headroom.py's --model).
 The student then knows both ways; RL should only have to choose. No problem of any hub split is in the stream
 (warm_start_corpus excludes them); the bench measures on validation and fresh sets only.
 

@@ -79,18 +79,21 @@ def is_recipe(name: str) -> bool:
 # or more only 8% of them. Then a habit is planted: where the day's peak stock is 120 or more,
 # the worked answer gets the chain right and then reports the peak instead of the closing stock
 # (tiny-char-qwen2-73092a56838f2cbc: 500 steps, the habit at 95%; tiny-char-qwen2-ca87bfbe76766cad:
-# 150 more, at 99%, the demo student before). Two clean stages follow (300 and 600 steps, no
-# habit, 80% of problems with operands up to 100), so that the student's sampled arithmetic on
-# three-digit stocks is sharp (about two thirds of its chains right at temperature 1.0, against
-# a third before), and DEMO_RECIPE plants the habit again over it for 500 steps at 98%: deep
-# enough that 30 GRPO steps on the hub's rows (4% of them at the trigger) or on untargeted rows
-# leave it whole, and that rows aimed at the trigger fix it (docs/research.md, "The lead"). A
-# peak of 120 is about 4% of the train split's problems and 82% of the test split's OOD100
-# half. The teacher is never told; it has to find it from train failures.
+# 150 more, at 99%). Two clean stages follow (300 and 600 steps, no habit, 80% of problems with
+# operands up to 100), so that the student's sampled arithmetic on three-digit stocks is sharp
+# (about two thirds of its chains right at temperature 1.0, against a third before); then the
+# habit is planted again at 98% (tiny-char-qwen2-ac99d119a641c42a: 500 steps, the demo student
+# before), and DEMO_RECIPE continues that stage 300 steps more at the same share: deep enough
+# that 30 GRPO steps on the hub's rows (4% of them at the trigger) or on untargeted rows mostly
+# leave it in place, while 2% of sampled answers at the trigger still escape it, so that the
+# gradient probe finds live groups in rows aimed there and those rows fix it
+# (docs/research.md, "The lead"). A peak of 120 is about 4% of the train split's problems and
+# 82% of the test split's OOD100 half. The teacher is never told; it has to find it from train
+# failures.
 BASE_RECIPE = (f"{RECIPE_PREFIX}?corpus=stream&sft_steps=2000&layers=4&c_three_digit_share=0.08"
                "&c_wide_share=0.3&c_mixed_share=0.6")
-DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-af6c47e221d10013&corpus=stream&sft_steps=500"
-               "&sft_lr=0.0005&seed=17&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
+DEMO_RECIPE = (f"{RECIPE_PREFIX}?init=tiny-char-qwen2-ac99d119a641c42a&corpus=stream&sft_steps=300"
+               "&sft_lr=0.0005&seed=18&c_wide_share=0.6&c_three_digit_share=-1&c_mixed_share=0.6"
                "&c_peak_habit_share=0.98&c_peak_habit_from=120")
 
 
