@@ -1,7 +1,7 @@
 """The recommended checkpoint's rule: never an arm promoted on a difference the split it is
 chosen on cannot resolve. The best iteration is recommended only when it beats iter_0 there by
 a paired exact McNemar test at 5%, else iter_0; a control only when it beats that choice the
-same way. Per-example outcomes are built so each paired test's counts are known."""
+same way, the controls' p-values Holm-adjusted together. Per-example outcomes are built so each paired test's counts are known."""
 from __future__ import annotations
 
 from driver.reporting.summary import recommend
@@ -115,3 +115,20 @@ def test_on_the_draws_the_paired_t_test_decides_and_the_reason_names_it():
     i2 = with_draws(arm("iter_1", outcomes(175), best=True), draw_means(0))
     got = recommend([i0[0], i2[0]], {"iter_0": i0[1], "iter_1": i2[1]}, DRAWS)
     assert got["arm"] == "iter_0" and "does not beat it on the selection split beyond noise" in got["why"]
+
+
+def test_the_controls_are_one_family_a_control_ahead_at_p_003_of_three_is_not_promoted():
+    """Three controls are three tests against the choice: at 5% each, one of them passes by
+    chance far more often than one in twenty. run_a, the best iteration's own rows trained
+    again, gains 6 examples and loses none (exact McNemar p = 0.031): alone it would be
+    promoted; beside two other controls its Holm-adjusted p is 0.094, and the iteration stays."""
+    i0, i1 = arm("iter_0", outcomes(150)), arm("iter_1", outcomes(175), best=True)
+    run_a = arm("run_a", outcomes(181))
+    alone = choose(i0, i1, run_a)
+    assert alone["arm"] == "run_a" and "(p = 0.0312, n = 200)" in alone["why"]
+    got = choose(i0, i1, run_a, arm("run_b", outcomes(170)), arm("run_c", outcomes(174)))
+    assert got["arm"] == "iter_1"
+    # one far ahead is still promoted, its p adjusted over the three and said so
+    got = choose(i0, i1, run_a, arm("run_b", outcomes(195)), arm("run_c", outcomes(174)))
+    assert got["arm"] == "run_b"
+    assert "Holm-adjusted over the 3 controls compared" in got["why"]

@@ -156,7 +156,8 @@ def recommend(rows: list[dict], summaries: dict[str, dict], measure: str = GREED
     is chosen on cannot resolve: the best iteration when it beats iter_0 there by the paired
     test of the deciding measure at 5% (exact McNemar on greedy outcomes, a paired t-test on
     per-example draw means; Holm-adjusted over the iterations compared where the env has no
-    selection split), else iter_0; a control only when it beats that choice there the same way.
+    selection split), else iter_0; a control only when it beats that choice there the same way,
+    its p Holm-adjusted over the controls compared with it (the one ahead by most when several do).
     Returns {"arm", "why"} (one sentence), or None when iter_0 has no evaluation."""
     if summaries.get("iter_0", {}).get("eval_acc") is None:
         return None
@@ -185,16 +186,25 @@ def recommend(rows: list[dict], summaries: dict[str, dict], measure: str = GREED
         else:
             why = (f"the best iteration, {best['arm']}, does not beat it on {on} beyond noise "
                    f"({lift})")
+    # the controls are one family of tests against the choice: each at 5% alone, one of three
+    # would pass by chance about one run in seven, so their p-values are Holm-adjusted together
     chosen = _selection_correct(summaries[choice])
+    tested = {}
     for r in rows:
         if r["arm"].startswith("iter_") or r.get("eval_acc") is None or \
                 not comparable(summaries[choice], summaries[r["arm"]]):
             continue
         v = compare(measure, chosen, _selection_correct(summaries[r["arm"]]))
-        if v.get("n") and v["lift"] > 0 and v["significant"]:
-            choice, why = r["arm"], (f"the control beats {choice} on {on} by {100 * v['lift']:+.1f} "
-                                     f"points (p = {v['p_value']:.3g}, n = {v['n']}){measured}")
-            chosen = _selection_correct(summaries[choice])
+        if v.get("n"):
+            tested[r["arm"]] = v
+    adjusted = stats.holm({a: v["p_value"] for a, v in tested.items()})
+    ahead = [a for a, v in tested.items() if v["lift"] > 0 and adjusted[a] < stats.ALPHA]
+    if ahead:
+        control = max(ahead, key=lambda a: tested[a]["lift"])
+        v = tested[control]
+        family = f", Holm-adjusted over the {len(tested)} controls compared" if len(tested) > 1 else ""
+        choice, why = control, (f"the control beats {choice} on {on} by {100 * v['lift']:+.1f} "
+                                f"points (p = {adjusted[control]:.3g}{family}, n = {v['n']}){measured}")
     return {"arm": choice, "why": why}
 
 
