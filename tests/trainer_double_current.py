@@ -97,8 +97,8 @@ def tool_parameters(fn) -> dict:
     """A tool's input schema as FastMCP derives it from the method's signature: a pydantic model
     `<name>Arguments` with one field per parameter, its annotation (Any where it has none) and
     its default, as JSON schema by alias (mcp/server/fastmcp/utilities/func_metadata.py:221-261,
-    tools/base.py:70-76@1.27.1, the mcp that prime-rl's lock pins). FastMCP's string schema for an unannotated parameter
-    (func_metadata.py:239-240) and its alias for a parameter named like a BaseModel method
+    tools/base.py:70-76 of mcp 1.27.1, the version prime-rl pins: uv.lock:3343-3344@559b447).
+    FastMCP's string schema for an unannotated parameter (func_metadata.py:239-240) and its alias for a parameter named like a BaseModel method
     (243-247) are not copied: no shipped or test toolset has either."""
     import inspect
     from typing import Any
