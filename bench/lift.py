@@ -10,9 +10,12 @@ the yardstick a lift is read against, and the checkpoint the summary recommends.
     python bench/lift.py                         # seeds 0, 1, 2 (about 30 minutes on 2 cores)
     python bench/lift.py --seeds 0 -- --budget 3m    # anything after -- goes to `driver run`
     python bench/lift.py --runs RUN_DIR [RUN_DIR ...]   # summarise finished runs only
+    python bench/lift.py --split selection --runs RUN_DIR ...   # the same lifts, selection split
 
 The best iteration is chosen on the selection split by the driver; this bench only
-reads the summary the driver computed, from numeric records.
+reads the summary the driver computed, from numeric records. `--split selection` prints the
+same comparisons on the selection split and prints no test figure: it is what a candidate
+student or setting is compared on, so that the test split stays out of every choice.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def run_seed(seed: int, runs_dir: Path, extra: list[str]) -> Path:
     return runs[-1]
 
 
-def summarise(run_dir: Path) -> dict:
+def summarise(run_dir: Path, split: str = "test") -> dict:
     from driver import dialects
     from driver.context import Ctx
     from driver.reporting.summary import replay_noise, summary_rows
@@ -80,7 +83,35 @@ def summarise(run_dir: Path) -> dict:
             "run_c_acc": c.get("eval_acc"), "run_c_draws_acc": c.get("draws_acc"),
             "best_vs_run_c": c.get("best_vs_control"),
             "best_vs_run_c_draws": c.get("best_vs_control_draws"),
-            "replay_noise": replay_noise(ctx, rows)}
+            "replay_noise": replay_noise(ctx, rows)} | (
+                on_selection(ctx, rows) if split == "selection" else {"split": "test"})
+
+
+def on_selection(ctx, rows: list[dict]) -> dict:
+    """The record's test figures replaced by the same ones on the selection split (the arms'
+    eval_summary.json `selection` blocks, paired per example as the summary pairs the test
+    split); the replay noise is not measured there, so it is dropped."""
+    from driver.analysis.evaluation import DRAWS, GREEDY
+    from driver.reporting.summary import arm_summary, compare, outcomes
+
+    best = next((r for r in rows if r["best"]), None)
+    arms = {a: arm_summary(ctx, a) or {} for a in ("iter_0", "run_c", best and best["arm"]) if a}
+    out: dict = {"split": "selection", "replay_noise": {"measured": False, "why": "test split only"}}
+    for measure, acc, suffix in ((GREEDY, "_acc", ""), (DRAWS, "_draws_acc", "_draws")):
+        got = {a: outcomes(s, measure, "selection") for a, s in arms.items()}
+        mean = {a: (sum(v.values()) / len(v) if v else None) for a, v in got.items()}
+        out["iter0" + acc] = mean.get("iter_0")
+        out["run_c" + acc] = mean.get("run_c")
+        out["best" + acc] = mean.get(best["arm"]) if best else None
+        for key, other in (("best_vs_iter0", "iter_0"), ("best_vs_run_c", "run_c")):
+            ok = best and got.get(other) and got.get(best["arm"])
+            out[key + suffix] = compare(measure, got[other], got[best["arm"]]) if ok else None
+        if measure == GREEDY:
+            out["n"] = len(got.get(best["arm"], {})) if best else None
+        else:
+            drawn = ((arms[best["arm"]].get("selection") or {}).get("draws") or {}) if best else {}
+            out["n_draws"] = drawn.get("n")
+    return out
 
 
 def _pct(x) -> str:
@@ -134,7 +165,7 @@ def render(res: list[dict]) -> str:
         f"of {len(res)} seeds and vs C on {sum(decided(r, 'best_vs_run_c').get('lift', 0) > 0 for r in res)}, "
         f"on the deciding measurement (*); the goal (the recommended checkpoint is a trained iteration "
         f">= +10 points over iter_0 and significantly above C, 5%) holds on {len(goal)} of {len(res)}. "
-        f"test split, n = {', '.join(map(str, ns)) or '-'} examples per arm"
+        f"{res[0].get('split', 'test') if res else 'test'} split, n = {', '.join(map(str, ns)) or '-'} examples per arm"
         + "".join(f" ({n} draws)" for n in sorted({r['n_draws'] for r in res if r.get('n_draws')}))
         + "; the best iteration is chosen on the selection split. replay noise: run A (the best "
         "iteration's rows trained again from iter_0) minus the iteration it replays, one sample of "
@@ -152,13 +183,16 @@ def main() -> None:
     ap.add_argument("--runs-dir", default=str(ROOT / "runs" / "lift"),
                     help="where each seed's run directory goes (default runs/lift)")
     ap.add_argument("--runs", nargs="+", help="finished run directories: summarise, run nothing")
+    ap.add_argument("--split", choices=("test", "selection"), default="test",
+                    help="the split the lifts are read on: test (the default) or selection, the "
+                         "one candidates are compared on (no test figure is printed)")
     ap.add_argument("--json", action="store_true", help="print the per-seed records as JSON")
     a = ap.parse_args(argv)
     if a.runs:
         dirs = [Path(p) for p in a.runs]
     else:
         dirs = [run_seed(int(s), Path(a.runs_dir), extra) for s in a.seeds.split(",")]
-    res = [summarise(d) for d in dirs]
+    res = [summarise(d, a.split) for d in dirs]
     print(json.dumps(res, indent=2) if a.json else render(res))
 
 

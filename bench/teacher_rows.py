@@ -2,8 +2,12 @@
 iteration, the share of each dataset's rows at a peak stock of `--peak` or more and with each
 surface feature, the failing range the teacher aimed at (weakness.json's `aim`) with the share
 of the dataset inside it, and the gradient probe's rollouts (the student on those rows, every attempt)
-solved by surface and peak. Reads train-side files only (dataset.jsonl*, probe_rollouts.jsonl*):
-rows' info and rollouts' rewards, never an eval file.
+solved by surface and peak; and iter_0's own train rollouts at that peak (the hub's rows):
+how many groups met it over iter_0's steps and how many of them were live (some rollouts right,
+some wrong), the only groups a GRPO step learns from, so how much of a planted habit iter_0 had
+the chance to flip before any teacher row. Reads train-side files only (dataset.jsonl*,
+probe_rollouts.jsonl*, iter_0's train rollouts): rows' info and rollouts' rewards, never an eval
+file.
 
     python bench/teacher_rows.py RUN_DIR [RUN_DIR ...] [--peak 120]
 """
@@ -26,6 +30,39 @@ def peak(info: dict) -> int:
 
 def rows_of(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def groups_at_peak(rows_by_step: dict[int, list[dict]], threshold: int) -> dict:
+    """Train rollouts at a peak of `threshold` or more, grouped by step and example (one GRPO
+    group): groups met, live groups (some rollouts right, some wrong), rollouts, and how many
+    of them were right. Errored rollouts and rows without a problem are left out."""
+    groups: dict[tuple, list[bool]] = defaultdict(list)
+    for step, rows in rows_by_step.items():
+        for r in rows:
+            info = r.get("info") or {}
+            if not r.get("errored") and "problem" in info and peak(info) >= threshold:
+                groups[(step, str(r.get("example_id")))].append(
+                    float(r.get("reward") or 0) >= SUCCESS_THRESHOLD)
+    right = {g: sum(v) for g, v in groups.items()}
+    return {"groups": len(groups), "live": sum(0 < right[g] < len(v) for g, v in groups.items()),
+            "rollouts": sum(len(v) for v in groups.values()), "right": sum(right.values())}
+
+
+def iter0_at_peak(run: Path, threshold: int) -> dict:
+    """groups_at_peak over iter_0's train rollouts, every step of its launch, read through the
+    run's dialect as the teacher's brief reads them."""
+    from driver import dialects
+    from driver.context import Ctx
+    from driver.phases.iteration import train_window
+    from driver.run.arm_files import ArmFiles
+    from driver.run.rundir import RunDir
+
+    rd = RunDir(run)
+    state = rd.load()
+    ctx = Ctx(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect), quiet=True)
+    out = ctx.iter_dir(0) / ArmFiles.OUT
+    steps = ctx.dialect.train_steps(out, *train_window(ctx, 0))
+    return groups_at_peak({s: list(ctx.dialect.train_rows(out, s)) for s in steps}, threshold)
 
 
 def surface_class(info: dict, threshold: int) -> str:
@@ -61,6 +98,9 @@ def main() -> None:
             for pr in d.glob("probe_rollouts.jsonl*"):
                 for r in rows_of(pr):
                     probe[surface_class(r["info"], a.peak)].append(float(r["reward"]))
+        t = iter0_at_peak(run, a.peak)
+        print(f"  iter_0's train rollouts at a peak >= {a.peak}: {t['groups']} groups, {t['live']} live; "
+              f"{t['right']} of {t['rollouts']} rollouts right")
     print("gradient-probe rollouts, every attempt of the runs above:")
     for k in sorted(probe):
         v = probe[k]
