@@ -32,15 +32,16 @@ def rows_of(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def groups_at_peak(rows_by_step: dict[int, list[dict]], threshold: int) -> dict:
-    """Train rollouts at a peak of `threshold` or more, grouped by step and example (one GRPO
-    group): groups met, live groups (some rollouts right, some wrong), rollouts, and how many
-    of them were right. Errored rollouts and rows without a problem are left out."""
+def groups_at_peak(rows_by_step: dict, threshold: int, at: bool = True) -> dict:
+    """Rollouts at a peak of `threshold` or more (`at`; else below it), grouped by step (or
+    probe attempt) and example, one GRPO group each: groups met, live groups (some rollouts
+    right, some wrong), rollouts, and how many of them were right. Errored rollouts and rows
+    without a problem are left out."""
     groups: dict[tuple, list[bool]] = defaultdict(list)
     for step, rows in rows_by_step.items():
         for r in rows:
             info = r.get("info") or {}
-            if not r.get("errored") and "problem" in info and peak(info) >= threshold:
+            if not r.get("errored") and "problem" in info and (peak(info) >= threshold) == at:
                 groups[(step, str(r.get("example_id")))].append(
                     float(r.get("reward") or 0) >= SUCCESS_THRESHOLD)
     right = {g: sum(v) for g, v in groups.items()}
@@ -77,6 +78,7 @@ def main() -> None:
     ap.add_argument("--peak", type=int, default=120, help="the peak stock that counts (default 120)")
     a = ap.parse_args()
     probe: dict[str, list[float]] = defaultdict(list)
+    probe_groups: dict[str, list[dict]] = {}   # every attempt's rollouts, one "step" per file
     for run in a.runs:
         print(f"run: {run}")
         print(f"  {'dataset':<36} {'rows':>5} {'peak>=' + str(a.peak):>9} "
@@ -96,7 +98,8 @@ def main() -> None:
                           f" (found by {aim['found_in']}'s teacher, share {aim['share']}):"
                           f" {sum(in_aim(i['problem'], aim) for i in got) / len(got):.3f} inside")
             for pr in d.glob("probe_rollouts.jsonl*"):
-                for r in rows_of(pr):
+                probe_groups[str(pr)] = rows_of(pr)
+                for r in probe_groups[str(pr)]:
                     probe[surface_class(r["info"], a.peak)].append(float(r["reward"]))
         t = iter0_at_peak(run, a.peak)
         print(f"  iter_0's train rollouts at a peak >= {a.peak}: {t['groups']} groups, {t['live']} live; "
@@ -105,6 +108,9 @@ def main() -> None:
     for k in sorted(probe):
         v = probe[k]
         print(f"  {k:<44} {len(v):>5} rollouts, {sum(x >= SUCCESS_THRESHOLD for x in v) / len(v):6.1%} solved")
+    for at, word in ((True, ">="), (False, "<")):
+        g = groups_at_peak(probe_groups, a.peak, at)
+        print(f"  groups at a peak {word} {a.peak}: {g['live']} live of {g['groups']}")
 
 
 if __name__ == "__main__":

@@ -90,3 +90,5 @@ def test_teacher_rows_counts_live_groups_at_the_peak_by_step_and_example():
     got = groups_at_peak(rows, 120)
     assert got == {"groups": 3, "live": 1, "rollouts": 8, "right": 3}
     assert groups_at_peak(rows, 126)["groups"] == 0
+    below = groups_at_peak(rows, 120, at=False)
+    assert below == {"groups": 1, "live": 1, "rollouts": 2, "right": 1}
