@@ -48,14 +48,13 @@ def run_seed(seed: int, runs_dir: Path, extra: list[str]) -> Path:
 
 
 def summarise(run_dir: Path, split: str = "test") -> dict:
-    from driver import dialects
     from driver.context import Ctx
     from driver.reporting.summary import replay_noise, summary_rows
     from driver.run.rundir import RunDir
 
     rd = RunDir(run_dir)
     state = rd.load()
-    ctx = Ctx(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect), quiet=True)
+    ctx = Ctx.records(rd, state)
     rows = summary_rows(ctx)
     by_arm = {r["arm"]: r for r in rows}
     best = next((r for r in rows if r["best"]), None)
@@ -82,15 +81,15 @@ def summarise(run_dir: Path, split: str = "test") -> dict:
             "best_vs_iter0_draws": best.get("vs_iter0_draws") if best else None,
             "run_c_acc": c.get("eval_acc"), "run_c_draws_acc": c.get("draws_acc"),
             "best_vs_run_c": c.get("best_vs_control"),
-            "best_vs_run_c_draws": c.get("best_vs_control_draws"),
-            "replay_noise": replay_noise(ctx, rows)} | (
-                on_selection(ctx, rows) if split == "selection" else {"split": "test"})
+            "best_vs_run_c_draws": c.get("best_vs_control_draws")} | (
+                on_selection(ctx, rows) if split == "selection"
+                else {"split": "test", "replay_noise": replay_noise(ctx, rows)})
 
 
 def on_selection(ctx, rows: list[dict]) -> dict:
     """The record's test figures replaced by the same ones on the selection split (the arms'
     eval_summary.json `selection` blocks, paired per example as the summary pairs the test
-    split); the replay noise is not measured there, so it is dropped."""
+    split); the replay noise is a test-split figure and is not measured there."""
     from driver.analysis.evaluation import DRAWS, GREEDY
     from driver.reporting.summary import arm_summary, compare, outcomes
 

@@ -9,7 +9,7 @@ the chance to flip before any teacher row. Reads train-side files only (dataset.
 probe_rollouts.jsonl*, iter_0's train rollouts): rows' info and rollouts' rewards, never an eval
 file.
 
-    python bench/teacher_rows.py RUN_DIR [RUN_DIR ...] [--peak 120]
+    python bench/teacher_rows.py RUN_DIR [RUN_DIR ...] [--peak 120] [--by-step]
 """
 from __future__ import annotations
 
@@ -35,35 +35,42 @@ def rows_of(path: Path) -> list[dict]:
 def groups_at_peak(rows_by_step: dict, threshold: int, at: bool = True) -> dict:
     """Rollouts at a peak of `threshold` or more (`at`; else below it), grouped by step (or
     probe attempt) and example, one GRPO group each: groups met, live groups (some rollouts
-    right, some wrong), rollouts, and how many of them were right. Errored rollouts and rows
-    without a problem are left out."""
+    right, some wrong), rollouts, and how many of them were right; and `by_step`, each step's
+    groups in order as "peak: right/rollouts" (when in the launch a habit gave way). Errored
+    rollouts and rows without a problem are left out."""
     groups: dict[tuple, list[bool]] = defaultdict(list)
+    peaks: dict[tuple, int] = {}
     for step, rows in rows_by_step.items():
         for r in rows:
             info = r.get("info") or {}
             if not r.get("errored") and "problem" in info and (peak(info) >= threshold) == at:
-                groups[(step, str(r.get("example_id")))].append(
-                    float(r.get("reward") or 0) >= SUCCESS_THRESHOLD)
+                g = (step, str(r.get("example_id")))
+                groups[g].append(float(r.get("reward") or 0) >= SUCCESS_THRESHOLD)
+                peaks[g] = peak(info)
     right = {g: sum(v) for g, v in groups.items()}
+    by_step: dict = defaultdict(list)
+    for (step, ex), v in groups.items():
+        by_step[step].append(f"{peaks[(step, ex)]}: {right[(step, ex)]}/{len(v)}")
     return {"groups": len(groups), "live": sum(0 < right[g] < len(v) for g, v in groups.items()),
-            "rollouts": sum(len(v) for v in groups.values()), "right": sum(right.values())}
+            "rollouts": sum(len(v) for v in groups.values()), "right": sum(right.values()),
+            "by_step": dict(by_step)}
 
 
 def iter0_at_peak(run: Path, threshold: int) -> dict:
     """groups_at_peak over iter_0's train rollouts, every step of its launch, read through the
-    run's dialect as the teacher's brief reads them."""
-    from driver import dialects
+    run's dialect as the teacher's brief reads them, each step numbered as it was trained."""
     from driver.context import Ctx
     from driver.phases.iteration import train_window
     from driver.run.arm_files import ArmFiles
     from driver.run.rundir import RunDir
 
     rd = RunDir(run)
-    state = rd.load()
-    ctx = Ctx(rd=rd, state=state, backend=None, dialect=dialects.get(state.dialect), quiet=True)
+    ctx = Ctx.records(rd, rd.load())
     out = ctx.iter_dir(0) / ArmFiles.OUT
     steps = ctx.dialect.train_steps(out, *train_window(ctx, 0))
-    return groups_at_peak({s: list(ctx.dialect.train_rows(out, s)) for s in steps}, threshold)
+    # a step named as it was trained (classic writes step s's batch under step_{s-1})
+    return groups_at_peak({ctx.dialect.trained_step(s): list(ctx.dialect.train_rows(out, s))
+                           for s in steps}, threshold)
 
 
 def surface_class(info: dict, threshold: int) -> str:
@@ -76,6 +83,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--peak", type=int, default=120, help="the peak stock that counts (default 120)")
+    ap.add_argument("--by-step", action="store_true",
+                    help="also list iter_0's groups at the peak step by step (peak: right/rollouts)")
     a = ap.parse_args()
     probe: dict[str, list[float]] = defaultdict(list)
     probe_groups: dict[str, list[dict]] = {}   # every attempt's rollouts, one "step" per file
@@ -104,6 +113,9 @@ def main() -> None:
         t = iter0_at_peak(run, a.peak)
         print(f"  iter_0's train rollouts at a peak >= {a.peak}: {t['groups']} groups, {t['live']} live; "
               f"{t['right']} of {t['rollouts']} rollouts right")
+        if a.by_step:
+            for step, got in t["by_step"].items():
+                print(f"    step {step}: {', '.join(got)}")
     print("gradient-probe rollouts, every attempt of the runs above:")
     for k in sorted(probe):
         v = probe[k]

@@ -1,6 +1,7 @@
-"""`bench/lift.py --split selection`: the lifts a candidate is compared on, read from the arms'
-selection-split records only. Hand-built records whose test and selection outcomes differ, so a
-figure read from the wrong split shows."""
+"""The benches that read finished runs. `bench/lift.py --split selection`: the lifts a candidate
+is compared on, read from the arms' selection-split records only (hand-built records whose test
+and selection outcomes differ, so a figure read from the wrong split shows). `bench/teacher_rows.py`:
+live groups at the trigger, counted per step and example."""
 from __future__ import annotations
 
 import importlib.util
@@ -88,7 +89,8 @@ def test_teacher_rows_counts_live_groups_at_the_peak_by_step_and_example():
                 row(6, 45, 1.0, errored=True), {"example_id": 7, "reward": 0.0}],
             4: [row(1, 45, 1.0), row(1, 45, 1.0)]}                                    # same id, new step
     got = groups_at_peak(rows, 120)
-    assert got == {"groups": 3, "live": 1, "rollouts": 8, "right": 3}
+    assert got == {"groups": 3, "live": 1, "rollouts": 8, "right": 3,
+                   "by_step": {3: ["125: 1/4", "125: 0/2"], 4: ["125: 2/2"]}}
     assert groups_at_peak(rows, 126)["groups"] == 0
     below = groups_at_peak(rows, 120, at=False)
-    assert below == {"groups": 1, "live": 1, "rollouts": 2, "right": 1}
+    assert below == {"groups": 1, "live": 1, "rollouts": 2, "right": 1, "by_step": {3: ["90: 1/2"]}}
