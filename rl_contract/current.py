@@ -38,8 +38,9 @@ SOURCES: dict[str, str] = {
         "logged under the step still collecting), :690 (step += 1 after a batch ships)",
     "episodes arriving after the last batch ships may spill into step_{M+1}, never trained":
         f"{_ORCH}:690,761-776 (the final ship moves the step to M + 1; draining starts after "
-        "and cancels in-flight train episodes, :771-773: run against prime-rl's own orchestrator "
-        "no spill appeared, so whether one does is timing)",
+        "and cancels in-flight train episodes, :771-773), :561-592 (episodes already queued "
+        "still arrive and are logged under M + 1 first): timing, so run against prime-rl's own "
+        "orchestrator one machine wrote a step_{M+1}/train/all and another none",
     "an in-run eval fires at step M+1 (policy vM) only when M+1 is a multiple of its interval":
         f"{_ORCH}:690,759 (maybe_trigger_eval after the final ship), "
         "src/prime_rl/orchestrator/eval_source.py:54 (step % interval == 0), "

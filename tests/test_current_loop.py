@@ -272,10 +272,13 @@ def test_the_recommended_weights_export_as_a_model_directory_from_pretrained_loa
 def test_partial_groups_in_the_all_files_or_none_every_arm_is_measured(tmp_path, runs, partial):
     """prime-rl appends each episode to `all` as it arrives, under the step still collecting
     (orchestrator.py:591-592@559b447): a group in flight at a ship leaves its first episodes
-    under the step before. How many straddle is timing, so the double does either
-    (DOUBLE_PARTIAL_GROUPS) and the loop must not depend on it."""
+    under the step before, and episodes queued when the final ship starts the drain land in
+    step_{M+1}. How many straddle and how many spill is timing (prime-rl's own orchestrator
+    spilled on one machine, not on another), so the double does either (DOUBLE_PARTIAL_GROUPS,
+    DOUBLE_SPILL_GROUPS: both on, or both off) and the loop must not depend on it."""
     r = driver(["run", "--max-iters", "2", "--seed", "7", *FAST, "--eval-examples", "40",
-                "--runs-dir", str(runs)], current_env(tmp_path, DOUBLE_PARTIAL_GROUPS=partial))
+                "--runs-dir", str(runs)],
+               current_env(tmp_path, DOUBLE_PARTIAL_GROUPS=partial, DOUBLE_SPILL_GROUPS=partial))
     assert r.returncode == 0, r.stderr[-3000:]
     run_dir = run_dir_from(r.stdout)
     metrics = json.loads((run_dir / "metrics.json").read_text())
@@ -289,5 +292,8 @@ def test_partial_groups_in_the_all_files_or_none_every_arm_is_measured(tmp_path,
         sizes += groups.values()
     group_size = tomllib.loads((run_dir / "iter_0" / "base_rl.toml").read_text())["orchestrator"]["group_size"]
     assert (min(sizes) < group_size) == (partial == "1"), Counter(sizes)
+    assert ((final + 1) in d.train_steps(out)) == (partial == "1")
     summary = json.loads((run_dir / "iter_0" / "eval_summary.json").read_text())
     assert summary["train_diagnose"]["groups"] > 0
+    # the train reward covers the arm's own steps whether or not a spill follows them
+    assert sorted(map(int, summary["train_reward_by_step"])) == list(range(1, final + 1))

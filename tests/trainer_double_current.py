@@ -15,8 +15,9 @@ batch with no group whose rewards differ is empty, does not advance the step, an
 abort the run. DOUBLE_TRAIN_ERRORED=1 makes every train episode errored (ok = false, no traces):
 no group has a trainable survivor, and ten batch equivalents of them abort the run on prime-rl's
 second rule (train_sink.py:28,309-338). After the final ship, late episodes spill into
-step_{max+1}/train/all (DOUBLE_SPILL_GROUPS, default 1: how many is not settled by the source;
-prime-rl's own orchestrator, run in tests/test_prime_rl_real_*, showed none). With the filesystem
+step_{max+1}/train/all (DOUBLE_SPILL_GROUPS, default 1: how many is timing, not settled by the source;
+prime-rl's own orchestrator, run in tests/test_prime_rl_real_*, wrote some on one machine and
+none on another). With the filesystem
 broadcast, R/broadcasts/step_N holds a weight shard and STABLE only (no config, no tokenizer;
 step-2 cleaned unless on the checkpoint interval). R/checkpoints/step_N/{trainer,orchestrator},
 R/metrics.jsonl, and the base eval as step_1 when [orchestrator.eval] is set. `all` is written as
@@ -345,9 +346,10 @@ def rl(cfg: dict) -> int:
             (c / "orchestrator" / "progress.pt").write_text(json.dumps(
                 {"progress": {"step": step}, "train_source": {"names": names, "cursor": cursor}}))
         step += 1   # :690
-    # the final ship moved the step to max + 1, and episodes still in flight land there before
-    # the drain (:690,761-776); how many is not settled by the source: DOUBLE_SPILL_GROUPS
-    # groups, the last one cut short (default 1)
+    # the final ship moved the step to max + 1, and episodes already queued when the drain
+    # starts land there (:561-592,690,761-776); how many is timing, not settled by the source
+    # (prime-rl's own orchestrator wrote some on one machine, none on another):
+    # DOUBLE_SPILL_GROUPS groups, the last one cut short (default 1; 0 for none)
     spill = int(os.environ.get("DOUBLE_SPILL_GROUPS", "1") or 0)
     if spill:
         late = draw(step, ["spill"])[: spill * group - max(1, group // 2)]
