@@ -249,7 +249,9 @@ def test_resume_from_checkpoint(resumed):
     assert [r["step"] for r in recs] == [1, 2, 3, 3, 4, 5]
     assert all(r["nonzero_advantages"] > 0 for r in recs)
     assert LAYOUT.train_steps(res.out, 2, 5) == list(LAYOUT.launch_train_steps(2, 5)) == [3, 4, 5]
-    assert LAYOUT.train_steps(res.out) == [1, 2, 3, 4, 5]
+    # the fresh run's rows before the fork stay; a spill past 5 is timing (see the layout test)
+    on_disk = LAYOUT.train_steps(res.out)
+    assert on_disk[:5] == [1, 2, 3, 4, 5] and set(on_disk[5:]) <= {6}, on_disk
     # no base eval at the first new step (3 is not interval-aligned); evals at 4 and at M+1 = 6
     assert _eval_steps(R) == [1, 2, 4, 6]
     assert sorted(_eval_policies(res.log)) == [4, 6], _eval_policies(res.log)
