@@ -85,6 +85,28 @@ class BucketQuota:
         return True
 
 
+# The gate's skeleton-source line (driver/gates/rules.py MIN_SKELETON). A generator runs in the
+# teacher's interpreter and imports nothing of the driver, so the share is stated here as well;
+# tests/test_stock_arithmetic.py holds the two equal.
+SKELETON_FLOOR = 0.30
+
+
+def spread_skeleton_share(share: float, made: dict, from_skeletons: dict) -> dict | None:
+    """Per bucket, the skeleton share for a second pass when a first one fell under the gate's
+    floor because some buckets fit no failed skeleton at all (`from_skeletons` 0 there): the
+    buckets that took one carry the dataset's `share` for the others, share x total / their
+    total, at most 1. None where the first pass cleared the floor or no bucket took one."""
+    total = sum(made.values())
+    if not total or sum(from_skeletons.values()) >= SKELETON_FLOOR * total:
+        return None
+    able = [k for k, n in from_skeletons.items() if n]
+    able_total = sum(made[k] for k in able)
+    if not able_total:
+        return None
+    lifted = min(1.0, share * total / able_total)
+    return {k: (lifted if k in able else share) for k in made}
+
+
 def seeded_rng(seed: int, *salt) -> random.Random:
     return random.Random("|".join(str(s) for s in (seed, *salt)))
 

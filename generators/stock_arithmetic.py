@@ -18,6 +18,7 @@ from generators.core import (
     clone_key,
     draw_difficulty,
     prior_clone_keys,
+    spread_skeleton_share,
 )
 from generators.family import Family
 
@@ -344,6 +345,23 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     SURFACE_SHARES (see surface_shares). Where the report has an `aim` (a magnitude range, see
     in_aim, with its `share`), at least that share of the rows of the buckets whose structure
     allows it lies in the range."""
+    plan = list(bucket_plan(weakness, BUCKETS, "stock_arithmetic"))
+    writer, made, from_skeletons = _rows(weakness, skeletons, out, seed, plan,
+                                         {key: skeleton_share for key, _, _ in plan}, prior, style, surface)
+    # a bucket no failed skeleton fits (a double borrow, when every failure is a large peak)
+    # takes none, and where such buckets hold much of the plan the dataset falls under the
+    # gate's skeleton line on every retry: the rows are made again with the share spread over
+    # the buckets that do take skeletons (a dataset that cleared the line is kept as it was)
+    spread = spread_skeleton_share(skeleton_share, made, from_skeletons)
+    if spread:
+        writer, _, _ = _rows(weakness, skeletons, out, seed, plan, spread, prior, style, surface)
+    writer.write()
+    return writer.rows
+
+
+def _rows(weakness: dict, skeletons: list[dict], out: str, seed: int, plan: list,
+          skeleton_shares: dict, prior, style: str, surface: dict | None) -> tuple:
+    """One pass of `generate`: (its rows, unwritten; rows made per bucket; of them from skeletons)."""
     shares = surface_shares(style, surface)
     rng = random.Random(seed)
     writer = RowWriter(out)
@@ -354,7 +372,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     carried = {f: 0 for f in defined}   # rows made so far that carry each defined feature
     aim = weakness.get("aim")
     aimed = 0                           # rows made so far inside the aim
-    plan = list(bucket_plan(weakness, BUCKETS, "stock_arithmetic"))
+    made_by: dict = {}
+    from_skeletons: dict = {}
     scarce, owed = owed_features(aim, plan, defined, seed) if aim else (set(), {})
     in_range = [s for s in usable if aim and in_aim(s["problem"], aim)]
     for key, constraint, target in plan:
@@ -369,7 +388,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
             want = draw_difficulty(rng, DIFFICULTY_MIX)
             # keep the skeleton share at its target in every bucket, unless no failed
             # skeleton fits this bucket's structure (then fresh samples fill it)
-            use_skeleton = bool(usable) and skel_misses < 20000 and quota.skeleton_due(rng, skeleton_share)
+            use_skeleton = (bool(usable) and skel_misses < 20000
+                            and quota.skeleton_due(rng, skeleton_shares[key]))
             made = len(writer.rows) + 1
             short = [f for f, q in due.items() if due_made[f] < q * (quota.made + 1)]
             behind_aim = bool(aim) and aimed < aim["share"] * made
@@ -417,8 +437,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 "reasoning": reference_completion(p), "reasoning_depth": dp,
                 "problem": p,
             })
-    writer.write()
-    return writer.rows
+        made_by[key], from_skeletons[key] = quota.made, quota.from_skeletons
+    return writer, made_by, from_skeletons
 
 
 def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0,
