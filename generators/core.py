@@ -87,7 +87,7 @@ class BucketQuota:
 
 # The gate's skeleton-source line (driver/gates/rules.py MIN_SKELETON). A generator runs in the
 # teacher's interpreter and imports nothing of the driver, so the share is stated here as well;
-# tests/test_stock_arithmetic.py holds the two equal.
+# tests/test_gate.py holds the two equal.
 SKELETON_FLOOR = 0.30
 
 
