@@ -104,6 +104,7 @@ def test_no_canonical_config_trains_every_arm_on_the_closest_ones_lora_settings(
             assert "with LoRA" in (out / "final_eval" / f"step_{final}" / "inference.log").read_text()
 
 
+@pytest.mark.extended   # a three-iteration LoRA run; the LoRA arm's eval server stays in the main suite (test_final_eval)
 def test_the_envs_own_lora_canonical_config_measures_every_arm(tmp_path):
     """configs/basic/alphabet-sort and wiki-search@559b447 train LoRA adapters: with such a
     canonical config for the hub env itself, iter_0 trains on it and every arm's adapter is

@@ -268,7 +268,8 @@ def test_the_recommended_weights_export_as_a_model_directory_from_pretrained_loa
     assert r.returncode == 2 and "exists" in r.stderr
 
 
-@pytest.mark.parametrize("partial", ["1", "0"])
+# both timings run in CI: the spilling one in the extended command (the main suite's 5 minutes)
+@pytest.mark.parametrize("partial", [pytest.param("1", marks=pytest.mark.extended), "0"])
 def test_partial_groups_in_the_all_files_or_none_every_arm_is_measured(tmp_path, runs, partial):
     """prime-rl appends each episode to `all` as it arrives, under the step still collecting
     (orchestrator.py:591-592@559b447): a group in flight at a ship leaves its first episodes

@@ -120,7 +120,8 @@ def test_a_lora_arm_is_measured_on_the_server_its_launch_resolved(tmp_path):
     assert "load_lora_adapter" in r.stderr and "skipping evals" in r.stderr
 
 
-@pytest.mark.parametrize("forwards", ["1", "0"])
+# a forwarding router in the extended command (the main suite's 5 minutes), the other in the main suite
+@pytest.mark.parametrize("forwards", [pytest.param("1", marks=pytest.mark.extended), "0"])
 def test_admin_calls_reach_the_engine_whether_or_not_the_router_forwards_them(tmp_path, forwards):
     """Whether the pinned vllm-router forwards /pause, /update_weights, /metrics is open to a
     GPU (bench/gpu_facts.sh): the rendered eval sends them to the engine port either way, as

@@ -240,7 +240,8 @@ def _paused_run(tmp_path: Path, **knobs) -> tuple[str, str]:
     return paused, continuation
 
 
-@pytest.mark.parametrize("name", ["keep", "new"])
+# "keep" is a whole hosted loop: CI's extended command; "new" stays in the main suite
+@pytest.mark.parametrize("name", [pytest.param("keep", marks=pytest.mark.extended), "new"])
 def test_the_double_names_a_continuation_as_the_platform_chooses(tmp_path, name):
     paused, continuation = _paused_run(tmp_path, PRIME_DOUBLE_RESUME_NAME=name)
     got = get_run(tmp_path, continuation)["name"]
@@ -292,6 +293,7 @@ def test_the_double_pauses_with_or_without_a_checkpoint_and_resumes_from_what_th
     assert state["rollouts_trained"] == (1 if checkpoint == "saved" else 2) * 16
 
 
+@pytest.mark.extended   # a whole hosted loop; the double's pause with and without a checkpoint stays in the main suite
 def test_a_paused_arm_with_no_checkpoint_is_not_resumed_as_if_continued_and_retrains_from_its_start(tmp_path, runs):
     """iter_0's training run is paused at step 2 and the pause writes no checkpoint. `prime train
     resume` would run its stored config from the arm's start, and the driver would read it back

@@ -455,6 +455,7 @@ def next_move(messages, info):
 """
 
 
+@pytest.mark.extended   # the whole game played by a solver (about 20 s); the single-turn solver route stays in the main suite (test_cpu_student)
 def test_a_solver_plays_a_multi_turn_envs_episodes_and_its_wins_become_the_warm_start(tmp_path, runs):
     """--student-solver on the game: next_move(messages, info) is asked each turn with the
     conversation so far and the env plays every train row with it; a solver that wins few

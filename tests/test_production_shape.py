@@ -49,6 +49,7 @@ def test_a_slow_start_and_an_eval_written_once_at_the_end_are_not_stalls(tmp_pat
     assert _overlaps(tmp_path) == []
 
 
+@pytest.mark.extended   # waits out the grace in real time; a hung trainer's stop stays in the main suite (test_trainer_faults)
 def test_a_stalled_control_that_ignores_sigterm_is_gone_before_the_next_control_starts(tmp_path, runs):
     """run A hangs after a step and ignores SIGTERM: it is stopped (SIGKILL after the grace),
     recorded as failed, and only then does run B start; the run goes on to the summary."""
