@@ -22,6 +22,7 @@ from generators.core import (
     bucket_plan,
     draw_difficulty,
     prior_clone_keys,
+    rows_over_skeleton_floor,
 )
 from generators.family import Family
 
@@ -119,13 +120,29 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     ({"source": "train_step_S_idx_I", "info": {width, spare}}): a skeleton paraphrase keeps the
     failed game's range width and spare guesses, with a new range start, hidden number and
     wording. Where the report has an `aim` on the range width (the built-in teacher's failing
-    range), at least its share of each bucket's rows that can be in it are drawn inside it."""
+    range), at least its share of each bucket's rows that can be in it are drawn inside it.
+    Where buckets no failed game fits hold much of the plan, the others carry the skeleton
+    share (generators.core.rows_over_skeleton_floor)."""
+    plan = list(bucket_plan(weakness, BUCKETS, "hidden_number"))
+    writer = rows_over_skeleton_floor(
+        lambda shares: _rows(weakness, skeletons, out, seed, plan, shares, prior),
+        [key for key, _, _ in plan], skeleton_share)
+    writer.write()
+    return writer.rows
+
+
+def _rows(weakness: dict, skeletons: list[dict], out: str, seed: int, plan: list, skeleton_shares: dict,
+          prior) -> tuple:
+    """One pass of `generate`: (its rows, unwritten; rows made per bucket; of them from skeletons)."""
     rng = random.Random(seed)
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
     usable = [s for s in skeletons if s.get("info", {}).get("width")]
     aim = weakness.get("aim")
-    for key, constraint, target in bucket_plan(weakness, BUCKETS, "hidden_number"):
+    made: dict = {}
+    from_skeletons: dict = {}
+    for key, constraint, target in plan:
+        skeleton_share = skeleton_shares[key]
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
         aimed = 0
         fits = [s for s in usable if constraint({"width": s["info"]["width"], "spare": s["info"]["spare"]})]
@@ -162,8 +179,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 "structural_features": feats, "source": source,
                 "reasoning": moves, "reasoning_depth": len(moves),
             })
-    writer.write()
-    return writer.rows
+        made[key], from_skeletons[key] = quota.made, quota.from_skeletons
+    return writer, made, from_skeletons
 
 
 def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0) -> list[dict]:

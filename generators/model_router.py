@@ -20,6 +20,7 @@ from generators.core import (
     bucket_plan,
     draw_difficulty,
     prior_clone_keys,
+    rows_over_skeleton_floor,
 )
 from generators.family import Family
 
@@ -136,13 +137,28 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     """Rows for the weakness report's allocations. `skeletons` are failed train tasks
     ({"source": "train_step_S_idx_I", "info": {task_difficulty/difficulty, files_touched}}):
     a skeleton paraphrase keeps the failed task's difficulty and size, redraws its outcomes
-    into the bucket's pattern and changes its cover story."""
+    into the bucket's pattern and changes its cover story. Where buckets no failed task fits
+    hold much of the plan, the others carry the skeleton share
+    (generators.core.rows_over_skeleton_floor)."""
+    plan = list(bucket_plan(weakness, BUCKETS, "model_router"))
+    writer = rows_over_skeleton_floor(
+        lambda shares: _rows(skeletons, out, seed, plan, shares, prior),
+        [key for key, _, _ in plan], skeleton_share)
+    writer.write()
+    return writer.rows
+
+
+def _rows(skeletons: list[dict], out: str, seed: int, plan: list, skeleton_shares: dict, prior) -> tuple:
+    """One pass of `generate`: (its rows, unwritten; rows made per bucket; of them from skeletons)."""
     rng = random.Random(seed)
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
     usable = [s for s in skeletons if s.get("info", {}).get("files_touched")]
     serial = 0
-    for key, constraint, target in bucket_plan(weakness, BUCKETS, "model_router"):
+    made: dict = {}
+    from_skeletons: dict = {}
+    for key, constraint, target in plan:
+        skeleton_share = skeleton_shares[key]
         quota = BucketQuota(seen, MAX_DEPTH_SHARE)
         skel_misses = 0
         while quota.made < target:
@@ -181,8 +197,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 "per_model": task["per_model"], "category": category,
                 "task_difficulty": task["task_difficulty"], "files_touched": task["files_touched"],
             })
-    writer.write()
-    return writer.rows
+        made[key], from_skeletons[key] = quota.made, quota.from_skeletons
+    return writer, made, from_skeletons
 
 
 FAMILY = Family(

@@ -18,7 +18,7 @@ from generators.core import (
     clone_key,
     draw_difficulty,
     prior_clone_keys,
-    spread_skeleton_share,
+    rows_over_skeleton_floor,
 )
 from generators.family import Family
 
@@ -346,15 +346,13 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     in_aim, with its `share`), at least that share of the rows of the buckets whose structure
     allows it lies in the range."""
     plan = list(bucket_plan(weakness, BUCKETS, "stock_arithmetic"))
-    writer, made, from_skeletons = _rows(weakness, skeletons, out, seed, plan,
-                                         {key: skeleton_share for key, _, _ in plan}, prior, style, surface)
     # a bucket no failed skeleton fits (a double borrow, when every failure is a large peak)
     # takes none, and where such buckets hold much of the plan the dataset falls under the
     # gate's skeleton line on every retry: the rows are made again with the share spread over
     # the buckets that do take skeletons (a dataset that cleared the line is kept as it was)
-    spread = spread_skeleton_share(skeleton_share, made, from_skeletons)
-    if spread:
-        writer, _, _ = _rows(weakness, skeletons, out, seed, plan, spread, prior, style, surface)
+    writer = rows_over_skeleton_floor(
+        lambda shares: _rows(weakness, skeletons, out, seed, plan, shares, prior, style, surface),
+        [key for key, _, _ in plan], skeleton_share)
     writer.write()
     return writer.rows
 

@@ -28,6 +28,7 @@ from generators.core import (
     bucket_plan,
     draw_difficulty,
     prior_clone_keys,
+    rows_over_skeleton_floor,
 )
 from generators.family import Family
 
@@ -146,14 +147,30 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
              skeleton_share: float = 0.4, prior: list[str] = ()) -> list[dict]:
     """Rows for the weakness report's allocations. `skeletons` are failed train problems
     ({"source": "train_step_S_idx_I", "info": {op, a_digits, b_digits}}): a skeleton paraphrase
-    keeps the operation and the numbers' lengths, with new numbers and wording."""
+    keeps the operation and the numbers' lengths, with new numbers and wording. Where buckets
+    no failure fits (an operation none failed on) hold much of the plan, the others carry the
+    skeleton share (generators.core.rows_over_skeleton_floor)."""
+    plan = list(bucket_plan(weakness, BUCKETS, "tool_calculator"))
+    writer = rows_over_skeleton_floor(
+        lambda shares: _rows(weakness, skeletons, out, seed, plan, shares, prior),
+        [key for key, _, _ in plan], skeleton_share)
+    writer.write()
+    return writer.rows
+
+
+def _rows(weakness: dict, skeletons: list[dict], out: str, seed: int, plan: list, skeleton_shares: dict,
+          prior) -> tuple:
+    """One pass of `generate`: (its rows, unwritten; rows made per bucket; of them from skeletons)."""
     rng = random.Random(seed)
     writer = RowWriter(out)
     seen: set = prior_clone_keys(prior)
     usable = [s for s in skeletons if s.get("info", {}).get("op") in OP_NAMES]
     aim = weakness.get("aim")
-    for key, constraint, target in bucket_plan(weakness, BUCKETS, "tool_calculator"):
+    made: dict = {}
+    from_skeletons: dict = {}
+    for key, constraint, target in plan:
         op = "add" if key[1] == "addition" else "multiply"
+        skeleton_share = skeleton_shares[key]
         quota = BucketQuota(seen, 0.7)
         aimed = 0
         fits = [s for s in usable if s["info"]["op"] == op and constraint(
@@ -185,8 +202,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
                 continue
             aimed += _in_aim(p, aim)
             writer.add(q, str(result(op, a, b)), row_info(op, a, b, key, difficulty(feats), feats, source))
-    writer.write()
-    return writer.rows
+        made[key], from_skeletons[key] = quota.made, quota.from_skeletons
+    return writer, made, from_skeletons
 
 
 def untargeted(count: int, out: str = "dataset.jsonl", seed: int = 0) -> list[dict]:
