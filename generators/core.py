@@ -107,17 +107,19 @@ def spread_skeleton_share(share: float, made: dict, from_skeletons: dict) -> dic
     return {k: (lifted if k in able else share) for k in made}
 
 
-def rows_over_skeleton_floor(one_pass, keys, share: float):
-    """The writer of `one_pass(shares)` (shares: the skeleton share per bucket key; it returns
-    (writer, rows made per bucket, of them from skeletons)), made once at `share` in every
-    bucket, and made again with spread_skeleton_share's shares where that pass fell under the
-    gate's floor because some buckets fit no failed skeleton. A pass that cleared the floor is
-    kept as it was made."""
-    writer, made, from_skeletons = one_pass({key: share for key in keys})
+def rows_over_skeleton_floor(one_pass, plan: list, share: float) -> list[dict]:
+    """The rows `one_pass(shares)` makes (shares: the skeleton share per bucket key of `plan`,
+    bucket_plan's list; it returns (its RowWriter, rows made per bucket, of them from
+    skeletons)), written to the writer's file: made once at `share` in every bucket, and made
+    again with spread_skeleton_share's shares where that pass fell under the gate's floor
+    because some buckets fit no failed skeleton. A pass that cleared the floor is kept as it
+    was made."""
+    writer, made, from_skeletons = one_pass({key: share for key, _, _ in plan})
     spread = spread_skeleton_share(share, made, from_skeletons)
     if spread:
         writer, _, _ = one_pass(spread)
-    return writer
+    writer.write()
+    return writer.rows
 
 
 def seeded_rng(seed: int, *salt) -> random.Random:

@@ -141,11 +141,8 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     hold much of the plan, the others carry the skeleton share
     (generators.core.rows_over_skeleton_floor)."""
     plan = list(bucket_plan(weakness, BUCKETS, "model_router"))
-    writer = rows_over_skeleton_floor(
-        lambda shares: _rows(skeletons, out, seed, plan, shares, prior),
-        [key for key, _, _ in plan], skeleton_share)
-    writer.write()
-    return writer.rows
+    return rows_over_skeleton_floor(lambda shares: _rows(skeletons, out, seed, plan, shares, prior),
+                                    plan, skeleton_share)
 
 
 def _rows(skeletons: list[dict], out: str, seed: int, plan: list, skeleton_shares: dict, prior) -> tuple:

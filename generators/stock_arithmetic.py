@@ -350,11 +350,9 @@ def generate(weakness: dict, skeletons: list[dict], out: str = "dataset.jsonl", 
     # takes none, and where such buckets hold much of the plan the dataset falls under the
     # gate's skeleton line on every retry: the rows are made again with the share spread over
     # the buckets that do take skeletons (a dataset that cleared the line is kept as it was)
-    writer = rows_over_skeleton_floor(
+    return rows_over_skeleton_floor(
         lambda shares: _rows(weakness, skeletons, out, seed, plan, shares, prior, style, surface),
-        [key for key, _, _ in plan], skeleton_share)
-    writer.write()
-    return writer.rows
+        plan, skeleton_share)
 
 
 def _rows(weakness: dict, skeletons: list[dict], out: str, seed: int, plan: list,
