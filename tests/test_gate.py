@@ -348,7 +348,7 @@ def _plan(family, heavy: str, heavy_rows: int, other_rows: int) -> dict:
     # every failed game a narrow range: the wide and middling buckets take none
     ("hidden_number", ("", 0, 100),   # 100 rows in every bucket
      [{"source": f"train_step_2_idx_{i}", "info": {"width": 5 + i % 4, "spare": i % 2}} for i in range(20)],
-     lambda r: r["info"]["sub_domain"] and not r["info"]["domain"].startswith("narrow")),
+     lambda r: not r["info"]["domain"].startswith("narrow")),
     # every failed task touched one or two files: the many-files bucket, half the plan, takes none
     ("model_router", ("many files all fail", 300, 60),
      [{"source": f"train_step_2_idx_{i}", "info": {"difficulty": ["easy", "medium", "hard"][i % 3],

@@ -15,8 +15,8 @@ from test_hosted import SHORT, hosted_env, platform_runs, submissions
 
 
 # whole hosted runs that wait out the lag: CI's extended command; the different-roots reading stays in the main suite
-@pytest.mark.parametrize("lag", [pytest.param("3", marks=pytest.mark.extended),
-                                 pytest.param("3:partial", marks=pytest.mark.extended)])
+@pytest.mark.extended
+@pytest.mark.parametrize("lag", ["3", "3:partial"])
 def test_a_volume_that_trails_the_runs_end_costs_no_retrain(tmp_path, runs, lag):
     """Each of iter_0's runs reaches the volume 3 s after it ends: none of its files meanwhile
     (its prefix "No such file or directory", exit 1), or all but its checkpoints. Listed once at

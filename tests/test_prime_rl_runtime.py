@@ -85,15 +85,14 @@ def test_an_arm_whose_every_episode_errors_is_recorded_with_prime_rls_second_abo
     assert (rd / "iter_1" / "prime_out.failed-1").is_dir()
 
 
+# each reading waits out the window in real time (about 19 s): CI's extended command keeps the
+# main suite in its budget; a growing `all` file counted as work stays in the main suite
+# (test_launch_lifecycle)
+@pytest.mark.extended
 @pytest.mark.parametrize("rule, knob, needle", [
-    # both wait out the window in real time (about 19 s each): CI's extended command keeps the
-    # main suite in its budget; a growing `all` file counted as work stays in the main suite
-    # (test_launch_lifecycle)
-    pytest.param("empty batches", {"DOUBLE_TRAIN_SKILL": "1"}, "10 consecutive empty train batches",
-                 marks=pytest.mark.extended),
+    ("empty batches", {"DOUBLE_TRAIN_SKILL": "1"}, "10 consecutive empty train batches"),
     # the same window by its other count
-    pytest.param("zero-output batches", {"DOUBLE_TRAIN_ERRORED": "1"}, "10 consecutive zero-output batch equivalents",
-                 marks=pytest.mark.extended),
+    ("zero-output batches", {"DOUBLE_TRAIN_ERRORED": "1"}, "10 consecutive zero-output batch equivalents"),
 ])
 def test_prime_rls_abort_window_longer_than_the_stall_timeout_is_not_stopped_as_stalled(
         tmp_path, runs, fast_clock, rule, knob, needle):
@@ -306,7 +305,7 @@ def test_an_inherited_classic_iter_0_is_compared_under_the_setting_its_run_recor
     assert "lift vs iter_0" in (rd / "scratchpad.md").read_text()
 
 
-@pytest.mark.extended   # a prior run, then a whole run from it; --init-from's classic case stays in the main suite (test_init_from_and_extend)
+@pytest.mark.extended   # a prior run, then a whole run from it; the classic twin above stays in the main suite
 def test_init_from_a_real_current_output_dir_measures_its_final_weights_then_forks_it(tmp_path, runs):
     """The current generation writes no weights/ dir and never evaluates its final weights:
     the broadcast is measured by the final-weights eval, and iterations fork the checkpoint."""
@@ -329,7 +328,7 @@ def test_init_from_a_real_current_output_dir_measures_its_final_weights_then_for
     assert any(m["iter"] == 1 and m.get("eval_acc") is not None for m in _metrics(rd)["iters"])
 
 
-@pytest.mark.extended   # two whole runs; the classic twin below stays in the main suite
+@pytest.mark.extended   # two whole runs; the classic twin above stays in the main suite
 def test_an_inherited_current_iter_0_measured_under_another_setting_is_measured_again(tmp_path, runs):
     """A prior driver run measured its iter_0 at eval temperature 0.0; this run measures every
     arm at 0.5. The current generation can measure any broadcast on its own, so the inherited
