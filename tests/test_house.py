@@ -280,6 +280,32 @@ def test_dry_run_renders_every_config_then_resume_trains_on_exactly_those(tmp_pa
 
 
 
+@pytest.mark.parametrize("given, iter0, later", [([], 5e-5, 5e-5), (["--iter0-lr", "3e-5"], 3e-5, 5e-5),
+                                                 (["--lr", "4e-5", "--iter0-lr", "1e-5"], 1e-5, 4e-5)],
+                         ids=["local-defaults", "iter0-alone", "both"])
+def test_iter0_lr_is_the_anchors_rate_alone(tmp_path, runs, given, iter0, later):
+    """--iter0-lr sets iter_0's rate and no other arm's, and the run header says so (--help:
+    unset, iter_0 trains at --lr); a run.json written before the field resumes with iter_0 at
+    its lr."""
+    from driver.run.model import RunState
+
+    r = driver(["run", "--dry-run", "--backend", "local", "--max-iters", "2", *given,
+                "--runs-dir", str(runs)], driver_env(tmp_path))
+    assert r.returncode == 0, r.stderr[-2000:]
+    rd = run_dir_from(r.stdout)
+    said = [line for line in r.stderr.splitlines() if line.startswith("learning rate: ")]
+    assert said == ([] if iter0 == later else
+                    [f"learning rate: iter_0 at {iter0:g} (--iter0-lr), every later arm, controls "
+                     f"included, at {later:g} (--lr)"])
+    assert tomllib.loads((rd / "iter_0" / "base_rl.toml").read_text())["trainer"]["optim"]["lr"] == iter0
+    for arm in ("iter_1", "run_a", "run_b", "run_c"):
+        assert tomllib.loads((rd / "dry_run" / arm / "rl.toml").read_text())["trainer"]["optim"]["lr"] == later, arm
+    state = json.loads((rd / "run.json").read_text())
+    assert state["lr"] == later and state["iter0_lr"] == (None if iter0 == later else iter0)
+    del state["iter0_lr"]
+    assert RunState.model_validate(state).knobs().for_iter0().lr == later
+
+
 def test_a_dry_run_shows_each_arm_the_config_it_launches_with_a_canonical_config_too(tmp_path, runs):
     """One renderer for every arm (driver/arms/render.py): with --base-config, run_b's dry-run
     config trains on the canonical config's own train block, as run_b's launch does (the dry

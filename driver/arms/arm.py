@@ -37,7 +37,10 @@ class Arm:
 
 def train_knobs(ctx: Ctx, arm: Arm) -> Knobs:
     """The knobs an arm trains with: the run's, with the teacher's hparams.json beside its rows
-    (gated with the dataset; a control replaying the best iteration carries it) applied."""
+    (gated with the dataset; a control replaying the best iteration carries it) applied;
+    iter_0's, at --iter0-lr where it is set."""
+    if arm.name == "iter_0":
+        return ctx.knobs.for_iter0()
     return ctx.knobs.model_copy(update=hparams.knob_overrides(hparams.load(arm.dir)))
 
 

@@ -120,6 +120,10 @@ def main(a) -> int:
                 print(said, file=sys.stderr, flush=True)
         print(budget_line(state), file=sys.stderr, flush=True)
         print(eval_line(state, backend), file=sys.stderr, flush=True)
+        if state.iter0_lr is not None and not state.init_from:
+            later = f"{state.lr:g} (--lr)" if state.lr is not None else "the trainer's own lr"
+            print(f"learning rate: iter_0 at {state.iter0_lr:g} (--iter0-lr), every later arm, "
+                  f"controls included, at {later}", file=sys.stderr, flush=True)
         if backend.stand_in:
             print(f"trainer: a stand-in ({backend.stand_in}, from DRIVER_RL_COMMAND), not prime-rl; "
                   f"the {state.model} name is only passed to it", file=sys.stderr, flush=True)
@@ -406,7 +410,7 @@ def _check_base_config(path, dialect: str, knobs) -> None:
         # as iter_0 launches it: with its flags (run name, length, the knobs) and, on the
         # current generation, under the eval overlay's filesystem broadcast (a canonical config
         # leaves both to prime-rl's defaults, as configs/basic/*/rl.toml@559b447 all do)
-        cfg = composition.compose(["@", str(path), *d.iter0_overrides(knobs, Path("OUT"))])
+        cfg = composition.compose(["@", str(path), *d.iter0_overrides(knobs.for_iter0(), Path("OUT"))])
         if dialect == "current":
             cfg = composition.deep_merge(cfg, {"weight_broadcast": {"type": "filesystem"}})
         d.check_effective(cfg)

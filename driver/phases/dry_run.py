@@ -25,7 +25,7 @@ def render(ctx: Ctx) -> list[Path]:
     written = setup.iter0_configs(ctx)
     # iter_0's launch exactly as it will be composed (files, then flags)
     args = [x for p in written for x in ("@", str(p))]
-    args += ctx.dialect.iter0_overrides(ctx.knobs, ctx.iter_dir(0) / ArmFiles.OUT)
+    args += ctx.dialect.iter0_overrides(ctx.knobs.for_iter0(), ctx.iter_dir(0) / ArmFiles.OUT)
     ctx.dialect.check_effective(composition.compose(args))
     anchor = st.steps_per_run   # iter_0's final step, which every anchored arm resumes from
     examples = [(table.iteration(ctx, 1), ITERATION_PURPOSE, None)]

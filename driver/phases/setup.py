@@ -107,7 +107,7 @@ def iter0_configs(ctx: Ctx) -> list[Path]:
     if ctx.state.base_config and ctx.knobs.wandb != "on":
         base = _without_wandb(base, d / "base_rl.toml")
     if not ctx.state.base_config and not base.exists():
-        text = ctx.dialect.render_base(ctx.hub, ctx.knobs)
+        text = ctx.dialect.render_base(ctx.hub, ctx.knobs.for_iter0())
         ctx.dialect.check_rendered(text)
         atomic_write_text(base, text)
     if not overlay.exists():
@@ -165,7 +165,7 @@ def baseline(ctx: Ctx) -> None:
         return init_from(ctx)
     arm = Arm("iter_0", ctx.iter_dir(0), resume_step=None)
     try:
-        train(ctx, arm, iter0_configs(ctx), ctx.dialect.iter0_overrides(ctx.knobs, arm.out))
+        train(ctx, arm, iter0_configs(ctx), ctx.dialect.iter0_overrides(ctx.knobs.for_iter0(), arm.out))
     except ArmAborted as e:
         # the hub's own rows left prime-rl nothing to train on: no resume changes that
         ctx.aborted(f"iter_0: prime-rl aborted it: {e.reason}")

@@ -109,6 +109,13 @@ class Knobs(BaseModel):
         help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (None leaves "
              "the trainer's own default)", gt=0, lt=1,
         by_backend={"prime_rl": None, "local": 5e-5, "hosted": None})
+    # unset by default: every arm trains at --lr. Every arm after iter_0 (iterations and
+    # controls alike) trains at --lr either way, so C's comparison with the best iteration does
+    # not depend on it; the demo's candidates for it are in docs/research.md ("The two rates")
+    iter0_lr: float | None = setting(
+        None, help="learning rate of iter_0's own training alone, the anchor every iteration "
+                   "and control starts from, in (0, 1); unset: --lr. A --base-config's own lr "
+                   "yields to it, as to --lr", gt=0, lt=1)
     seq_len: int = setting(2048, help="trainer sequence length of every arm", ge=256)
     difficulty_filter: bool = setting(
         False,
@@ -167,6 +174,10 @@ class Knobs(BaseModel):
         if problem:
             raise ValueError(problem + " (--batch-size counts rollouts, not prompts)")
         return self
+
+    def for_iter0(self) -> "Knobs":
+        """The knobs iter_0 trains with: the run's, at --iter0-lr where it is set."""
+        return self if self.iter0_lr is None else self.model_copy(update={"lr": self.iter0_lr})
 
 
 # --------------------------------------------------------------------------------------------
