@@ -110,12 +110,14 @@ class Knobs(BaseModel):
              "the trainer's own default)", gt=0, lt=1,
         by_backend={"prime_rl": None, "local": 5e-5, "hosted": None})
     # unset by default: every arm trains at --lr. Every arm after iter_0 (iterations and
-    # controls alike) trains at --lr either way, so C's comparison with the best iteration does
-    # not depend on it; the demo's candidates for it are in docs/research.md ("The two rates")
+    # controls alike) trains at --lr or its best iteration's hparams.json either way, so C's
+    # comparison with the best iteration does not depend on it; the demo's candidates for it
+    # are in docs/research.md ("The two rates split")
     iter0_lr: float | None = setting(
         None, help="learning rate of iter_0's own training alone, the anchor every iteration "
                    "and control starts from, in (0, 1); unset: --lr. A --base-config's own lr "
-                   "yields to it, as to --lr", gt=0, lt=1)
+                   "yields to it, as to --lr; refused beside --init-from, whose iter_0 is "
+                   "trained already", gt=0, lt=1)
     seq_len: int = setting(2048, help="trainer sequence length of every arm", ge=256)
     difficulty_filter: bool = setting(
         False,
@@ -373,6 +375,9 @@ class RunConfig(Knobs):
             raise ValueError("--student-solver warm-starts the embedded trainer's built-in student: "
                              "it needs --backend local and --model builtin:tiny-char-qwen2[?settings] "
                              f"(this run: --backend {self.backend}, --model {self.model})")
+        if self.init_from and self.iter0_lr is not None:
+            raise ValueError("--iter0-lr sets iter_0's own training, and --init-from reuses an "
+                             "iter_0 already trained: give one of them")
         return self
 
 
