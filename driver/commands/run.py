@@ -120,7 +120,7 @@ def main(a) -> int:
                 print(said, file=sys.stderr, flush=True)
         print(budget_line(state), file=sys.stderr, flush=True)
         print(eval_line(state, backend), file=sys.stderr, flush=True)
-        if state.iter0_lr is not None and not state.init_from:
+        if state.iter0_lr is not None:   # never beside --init-from (RunConfig refuses it)
             later = f"{state.lr:g} (--lr)" if state.lr is not None else "the trainer's own lr"
             print(f"learning rate: iter_0 at {state.iter0_lr:g} (--iter0-lr), every later arm, "
                   f"controls included, at {later}", file=sys.stderr, flush=True)
