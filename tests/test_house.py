@@ -280,13 +280,14 @@ def test_dry_run_renders_every_config_then_resume_trains_on_exactly_those(tmp_pa
 
 
 
-@pytest.mark.parametrize("given, iter0, later", [([], 5e-5, 5e-5), (["--iter0-lr", "3e-5"], 3e-5, 5e-5),
+@pytest.mark.parametrize("given, iter0, later", [([], 4e-5, 5e-5), (["--iter0-lr", "3e-5"], 3e-5, 5e-5),
+                                                 (["--lr", "3e-5"], 3e-5, 3e-5),
                                                  (["--lr", "4e-5", "--iter0-lr", "1e-5"], 1e-5, 4e-5)],
-                         ids=["local-defaults", "iter0-alone", "both"])
+                         ids=["local-defaults", "iter0-alone", "lr-alone", "both"])
 def test_iter0_lr_is_the_anchors_rate_alone(tmp_path, runs, given, iter0, later):
     """--iter0-lr sets iter_0's rate and no other arm's, and the run header says so (--help:
-    unset, iter_0 trains at --lr); a run.json written before the field resumes with iter_0 at
-    its lr."""
+    local default 4e-5 beside --lr's 5e-5; a --lr given without it sets iter_0's rate too); a
+    run.json written before the field resumes with iter_0 at its lr."""
     from driver.run.model import RunState
 
     r = driver(["run", "--dry-run", "--backend", "local", "--max-iters", "2", *given,
@@ -304,6 +305,23 @@ def test_iter0_lr_is_the_anchors_rate_alone(tmp_path, runs, given, iter0, later)
     assert state["lr"] == later and state["iter0_lr"] == (None if iter0 == later else iter0)
     del state["iter0_lr"]
     assert RunState.model_validate(state).knobs().for_iter0().lr == later
+
+
+def test_the_local_iter0_rate_is_a_default_only_beside_the_default_lr(tmp_path):
+    """--iter0-lr's local default applies where --lr is its own default too: a --lr given alone
+    is iter_0's rate as well, an --init-from run (iter_0 trained already) takes no iter_0 rate
+    and is not refused for one it was never given, and a run.json holding lr but no iter0_lr
+    (written before the field) resumes with iter_0 at that lr."""
+    from driver.run.model import Knobs, RunConfig
+
+    assert RunConfig.model_validate({"backend": "local"}).for_iter0().lr == 4e-5
+    assert RunConfig.model_validate({"backend": "local", "lr": 2e-5}).for_iter0().lr == 2e-5
+    reused = RunConfig.model_validate({"backend": "local", "init_from": str(tmp_path)})
+    assert (reused.iter0_lr, reused.lr) == (None, 5e-5)
+    with pytest.raises(ValueError, match="--init-from reuses an iter_0 already trained"):
+        RunConfig.model_validate({"backend": "local", "init_from": str(tmp_path), "iter0_lr": 3e-5})
+    assert Knobs.for_backend("local", lr=5e-5).for_iter0().lr == 5e-5
+    assert Knobs.for_backend("prime_rl").iter0_lr is None
 
 
 def test_a_dry_run_shows_each_arm_the_config_it_launches_with_a_canonical_config_too(tmp_path, runs):

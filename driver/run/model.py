@@ -109,15 +109,17 @@ class Knobs(BaseModel):
         help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (None leaves "
              "the trainer's own default)", gt=0, lt=1,
         by_backend={"prime_rl": None, "local": 5e-5, "hosted": None})
-    # unset by default: every arm trains at --lr. Every arm after iter_0 (iterations and
-    # controls alike) trains at --lr or its best iteration's hparams.json either way, so C's
-    # comparison with the best iteration does not depend on it; the demo's candidates for it
-    # are in docs/research.md ("The two rates split")
+    # local: 4e-5, a smaller anchor step than the iterations' 5e-5, so iter_0's own 30 steps
+    # leave more of the demo's planted habit for the teacher's rows to fix (docs/research.md, "A
+    # rate between"). Every arm after iter_0 (iterations and controls alike) trains at --lr or
+    # its best iteration's hparams.json either way, so C's comparison with the best iteration
+    # does not depend on it. Elsewhere unset: iter_0 trains at --lr
     iter0_lr: float | None = setting(
-        None, help="learning rate of iter_0's own training alone, the anchor every iteration "
-                   "and control starts from, in (0, 1); unset: --lr. A --base-config's own lr "
-                   "yields to it, as to --lr; refused beside --init-from, whose iter_0 is "
-                   "trained already", gt=0, lt=1)
+        help="learning rate of iter_0's own training alone, the anchor every iteration and "
+             "control starts from, in (0, 1); unset: --lr. A --lr given without it sets "
+             "iter_0's rate too; a --base-config's own lr yields to it, as to --lr; refused "
+             "beside --init-from, whose iter_0 is trained already", gt=0, lt=1,
+        by_backend={"prime_rl": None, "local": 4e-5, "hosted": None})
     seq_len: int = setting(2048, help="trainer sequence length of every arm", ge=256)
     difficulty_filter: bool = setting(
         False,
@@ -155,20 +157,27 @@ class Knobs(BaseModel):
              "refused before anything starts")
 
     @classmethod
-    def defaults_for(cls, backend: str) -> dict[str, Any]:
-        """The fields whose default depends on the backend, with `backend`'s values."""
+    def defaults_for(cls, backend: str, given: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The fields whose default depends on the backend, with `backend`'s values, for a run
+        given the values `given`."""
         out = {}
         for name, f in cls.model_fields.items():
             extra = f.json_schema_extra if isinstance(f.json_schema_extra, dict) else {}
             by_backend = extra.get("by_backend")
             if isinstance(by_backend, dict) and backend in by_backend:
                 out[name] = by_backend[backend]
+        given = given or {}
+        # iter_0's own rate is a default only beside the default --lr: a rate the user gives
+        # is iter_0's too, and an iter_0 reused (--init-from) has trained already. A run.json
+        # written before the field always holds lr, so it resumes with iter_0 at its lr
+        if "iter0_lr" not in given and ("lr" in given or given.get("init_from")):
+            out["iter0_lr"] = None
         return out
 
     @classmethod
     def for_backend(cls, backend: str, **given: Any) -> "Knobs":
         """Knobs with `backend`'s defaults under the values given."""
-        return cls.model_validate({**cls.defaults_for(backend), **given})
+        return cls.model_validate({**cls.defaults_for(backend, given), **given})
 
     @model_validator(mode="after")
     def _batch_is_whole_groups(self) -> "Knobs":
@@ -360,7 +369,7 @@ class RunConfig(Knobs):
             values = dict(values)
             backend = values.get("backend")
             if isinstance(backend, str):
-                for name, default in cls.defaults_for(backend).items():
+                for name, default in cls.defaults_for(backend, values).items():
                     values.setdefault(name, default)
             if not values.get("hub_id") and values.get("dataset"):
                 values["hub_id"] = f"primeintellect/{values['dataset']}"
