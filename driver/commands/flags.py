@@ -83,7 +83,9 @@ def flag_of(name: str, field: FieldInfo, prefix: str = "") -> str:
 
 
 def _show(value: Any, parse: str | None) -> str:
-    return duration(value) if parse == "duration" and value is not None else str(value)
+    if value is None:
+        return "unset"
+    return duration(value) if parse == "duration" else str(value)
 
 
 def _default_text(field: FieldInfo) -> str:

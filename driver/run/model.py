@@ -106,8 +106,8 @@ class Knobs(BaseModel):
              "[orchestrator.train.sampling] and used by the probe", gt=0, le=2,
         by_backend={"prime_rl": 1.0, "local": 0.7, "hosted": 1.0})
     lr: float | None = setting(
-        help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (None leaves "
-             "the trainer's own default)", gt=0, lt=1,
+        help="learning rate of every arm in (0, 1), rendered as [trainer.optim] lr (unset: the "
+             "trainer's own default)", gt=0, lt=1,
         by_backend={"prime_rl": None, "local": 5e-5, "hosted": None})
     # local: 4e-5, a smaller anchor step than the iterations' 5e-5, so iter_0's own 30 steps
     # leave more of the demo's planted habit for the teacher's rows to fix (docs/research.md, "A
