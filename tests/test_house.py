@@ -309,9 +309,9 @@ def test_iter0_lr_is_the_anchors_rate_alone(tmp_path, runs, given, iter0, later)
 
 def test_the_local_iter0_rate_is_a_default_only_beside_the_default_lr(tmp_path):
     """--iter0-lr's local default applies where --lr is its own default too: a --lr given alone
-    is iter_0's rate as well, an --init-from run (iter_0 trained already) takes no iter_0 rate
-    and is not refused for one it was never given, and a run.json holding lr but no iter0_lr
-    (written before the field) resumes with iter_0 at that lr."""
+    is iter_0's rate as well (for the run and for Knobs alone), an --init-from run (iter_0
+    trained already) takes no iter_0 rate and is not refused for one it was never given, and
+    prime_rl has no iter_0 rate by default."""
     from driver.run.model import Knobs, RunConfig
 
     assert RunConfig.model_validate({"backend": "local"}).for_iter0().lr == 4e-5

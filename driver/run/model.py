@@ -166,11 +166,10 @@ class Knobs(BaseModel):
             by_backend = extra.get("by_backend")
             if isinstance(by_backend, dict) and backend in by_backend:
                 out[name] = by_backend[backend]
-        given = given or {}
-        # iter_0's own rate is a default only beside the default --lr: a rate the user gives
-        # is iter_0's too, and an iter_0 reused (--init-from) has trained already. A run.json
-        # written before the field always holds lr, so it resumes with iter_0 at its lr
-        if "iter0_lr" not in given and ("lr" in given or given.get("init_from")):
+        # iter_0's own rate is a default only beside the default --lr: a rate the user gives is
+        # iter_0's too. A run.json written before the field always holds lr, so it resumes with
+        # iter_0 at its lr
+        if given and "lr" in given and "iter0_lr" not in given:
             out["iter0_lr"] = None
         return out
 
@@ -368,6 +367,9 @@ class RunConfig(Knobs):
         if isinstance(values, dict):
             values = dict(values)
             backend = values.get("backend")
+            # an iter_0 reused (--init-from) has trained already: no rate of its own by default
+            if values.get("init_from"):
+                values.setdefault("iter0_lr", None)
             if isinstance(backend, str):
                 for name, default in cls.defaults_for(backend, values).items():
                     values.setdefault(name, default)
