@@ -11,10 +11,8 @@ temperature 0.7, at most 96 new tokens, 2 threads.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,39 +30,26 @@ def main() -> None:
     a = ap.parse_args()
 
     import torch
-    import verifiers as vf
 
+    from bench.demo_batch import alternate, demo_batch
     from embedded_trainer import rollouts
-    from embedded_trainer.common import load_model, quiet_libraries
 
-    quiet_libraries()
-    torch.set_num_threads(2)
-    env = vf.load_environment("stock_arithmetic")
-    rows = list(env.get_dataset())[:a.prompts]
-    model, tok, _ = load_model(a.model, env, json.dumps({"id": "stock_arithmetic", "args": {}},
-                                                        sort_keys=True))
-    model.eval()
-    prompts = [rollouts.render_prompt(tok, r["prompt"]) for r in rows]
+    model, tok, prompts = demo_batch(a.model, a.prompts)
     layouts = {"shared prompt cache": False, "copied per completion": True}   # copy_prompt_cache
-    times: dict = {k: [] for k in layouts}
-    drawn: dict = {}
-    for rep in range(a.repeats + 1):   # the first round warms up and is not counted
-        for name, copy in layouts.items():
-            g = torch.Generator().manual_seed(rep)
-            t0 = time.perf_counter()
-            out = rollouts.sample(model, prompts, a.group, a.max_tokens, a.temperature,
-                                  tok.eos_token_id, tok.pad_token_id, g, copy_prompt_cache=copy)
-            dt = time.perf_counter() - t0
-            if rep:
-                times[name].append(dt)
-            drawn.setdefault(rep, []).append((out["tokens"], out["logps"]))
-    same = all(torch.equal(x[0][0], x[1][0]) for x in drawn.values())
-    diff = max(float((x[0][1] - x[1][1]).abs().max()) for x in drawn.values())
     print(f"{a.prompts} prompts x {a.group}, max {a.max_tokens} new tokens, temperature "
           f"{a.temperature}, {a.repeats} runs per layout (attention: {model.config._attn_implementation}; "
           f"shares the prompt cache: {rollouts.shares_prompt_cache(model)})")
-    for name, ts in times.items():
-        print(f"{name:<24} median {statistics.median(ts):.3f} s  (min {min(ts):.3f}, max {max(ts):.3f})")
+
+    def route(copy: bool):
+        def run(rep: int):
+            out = rollouts.sample(model, prompts, a.group, a.max_tokens, a.temperature, tok.eos_token_id,
+                                  tok.pad_token_id, torch.Generator().manual_seed(rep), copy_prompt_cache=copy)
+            return out["tokens"], out["logps"]
+        return run
+
+    times, drawn = alternate({name: route(copy) for name, copy in layouts.items()}, a.repeats)
+    same = all(torch.equal(x[0][0], x[1][0]) for x in drawn.values())
+    diff = max(float((x[0][1] - x[1][1]).abs().max()) for x in drawn.values())
     ratio = statistics.median(times["shared prompt cache"]) / statistics.median(times["copied per completion"])
     print(f"shared / copied: {ratio:.2f}; same tokens drawn: {same}; largest log-prob difference {diff:.1e}")
 

@@ -353,35 +353,87 @@ def evaluate(run: Setup, step: int) -> None:
     (embedded.eval_draw_temperature), the random numbers of each batch drawn from a seed fixed
     by the env and the batch, never by the step or the weights, so every arm's draws of an
     example are sampled from the same random numbers (paired comparisons then differ by the
-    policy alone)."""
+    policy alone). A greedy env and a draws env of the same examples (the driver's pairs: each
+    split measured both ways) are sampled in one pass that reads each prompt's cache once for
+    both (`eval_pairs`); what each gets is what it would get alone."""
     import torch
 
-    from embedded_trainer.rollouts import render_prompt, rollout_row, sample_and_score
+    from embedded_trainer.rollouts import (greedy_and_draws, render_prompt, rollout_row,
+                                           sample_and_score)
 
     orch, emb = run.cfg.orchestrator, run.cfg.embedded
+    limit = orch.eval.sampling.max_completion_tokens or emb.default_max_completion_tokens
+    blocks, envs = run.eval_blocks, run.eval_envs
+    examples = [eval_examples(run, b, e) for b, e in zip(blocks, envs)]
+    pairs = eval_pairs(run, examples)      # {greedy env's index: its draws twin's}
+    made: dict[int, list[dict]] = {}       # a draws env's rows, made beside its greedy twin
     rows_out = []
-    for block, env in zip(run.eval_blocks, run.eval_envs):
-        ds = list(env.get_eval_dataset())
-        n = block.num_examples if block.num_examples > 0 else (orch.eval.num_examples or -1)
-        ds = ds[:n] if n > 0 else ds
-        rpe = block.rollouts_per_example
-        temp = orch.eval.sampling.temperature
-        temp = emb.eval_draw_temperature if rpe > 1 else (0.0 if temp is None else temp)
-        limit = orch.eval.sampling.max_completion_tokens or emb.default_max_completion_tokens
-        run.model.eval()
-        for s in range(0, len(ds), 64):
-            chunk = ds[s:s + 64]
-            gen = torch.Generator(device=run.device).manual_seed(
-                hash_seed(emb.seed, "eval", env_name(block), s))
-            got = sample_and_score(run.model, run.tok, [render_prompt(run.tok, r["prompt"]) for r in chunk],
-                                   [env] * len(chunk), chunk, rpe, limit, temp, gen, run.seq_len)
-            rows_out += [rollout_row(chunk[k // rpe], got.texts[k], got.truncated[k], got.scores[k],
-                                     env_name(block), None, got.gen_ms_per_rollout)
-                         for k in range(len(got.texts))]
-        rewards = [r["reward"] for r in rows_out if r["env_name"] == env_name(block)]
+    run.model.eval()
+
+    def rows(i: int, chunk: list[dict], got) -> list[dict]:
+        rpe = len(got.texts) // len(chunk)
+        return [rollout_row(chunk[k // rpe], got.texts[k], got.truncated[k], got.scores[k],
+                            env_name(blocks[i]), None, got.gen_ms_per_rollout)
+                for k in range(len(got.texts))]
+
+    for i, (block, env) in enumerate(zip(blocks, envs)):
+        out, d = made.pop(i, None), pairs.get(i)
+        if out is None:
+            out = []
+            rpe, temp = block.rollouts_per_example, orch.eval.sampling.temperature
+            temp = emb.eval_draw_temperature if rpe > 1 else (0.0 if temp is None else temp)
+            for s in range(0, len(examples[i]), 64):
+                chunk = examples[i][s:s + 64]
+                prompts = [render_prompt(run.tok, r["prompt"]) for r in chunk]
+                # the draws' random numbers: a seed of (draws env, batch), paired or not
+                seeded = d if d is not None else i
+                gen = torch.Generator(device=run.device).manual_seed(
+                    hash_seed(emb.seed, "eval", env_name(blocks[seeded]), s))
+                if d is None:
+                    got = sample_and_score(run.model, run.tok, prompts, [env] * len(chunk), chunk,
+                                           rpe, limit, temp, gen, run.seq_len)
+                else:
+                    twin = examples[d][s:s + 64]
+                    got, drawn = greedy_and_draws(run.model, run.tok, prompts, (env, envs[d]),
+                                                  (chunk, twin), blocks[d].rollouts_per_example,
+                                                  limit, emb.eval_draw_temperature, gen)
+                    made.setdefault(d, []).extend(rows(d, twin, drawn))
+                out += rows(i, chunk, got)
+        rows_out += out
         log(f"eval step {step} {env_name(block)}: mean reward "
-            f"{sum(rewards) / max(1, len(rewards)):.4f} over {len(rewards)} rollouts")
+            f"{sum(r['reward'] for r in out) / max(1, len(out)):.4f} over {len(out)} rollouts")
     write_jsonl(LAYOUT.eval_file(run.out, step), rows_out)
+
+
+def eval_examples(run: Setup, block, env) -> list[dict]:
+    ds = list(env.get_eval_dataset())
+    n = block.num_examples if block.num_examples > 0 else (run.cfg.orchestrator.eval.num_examples or -1)
+    return ds[:n] if n > 0 else ds
+
+
+def eval_pairs(run: Setup, examples: list[list[dict]]) -> dict[int, int]:
+    """{greedy env's index: its draws twin's index}: a draws env after a greedy one of the same
+    env id and arguments and the same examples (prompts compared), the greedy one at eval
+    temperature 0. The greedy completions then ride in the draws' pass (a greedy slot in each
+    prompt's shared cache), which needs SDPA attention and single-turn episodes; anything else
+    is sampled env by env."""
+    from embedded_trainer import episodes
+    from embedded_trainer.rollouts import shares_prompt_cache
+
+    if not shares_prompt_cache(run.model) or (run.cfg.orchestrator.eval.sampling.temperature or 0) > 0:
+        return {}
+    blocks, pairs, taken = run.eval_blocks, {}, set()
+    for d, db in enumerate(blocks):
+        if db.rollouts_per_example < 2 or episodes.is_multi_turn(run.eval_envs[d]):
+            continue
+        for g in range(d):
+            gb = blocks[g]
+            if (g not in taken and gb.rollouts_per_example == 1 and (gb.id, gb.args) == (db.id, db.args)
+                    and [r["prompt"] for r in examples[g]] == [r["prompt"] for r in examples[d]]):
+                pairs[g] = d
+                taken.add(g)
+                break
+    return pairs
 
 
 def eval_due(run: Setup, step: int) -> bool:

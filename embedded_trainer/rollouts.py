@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import time
 
+import torch
+
 from embedded_trainer import episodes
 from embedded_trainer.sampling import (Scored, buffered_cache, decode, render_prompt, sample,
                                        shares_prompt_cache)
 
 # the sampling names callers have always imported from here
-__all__ = ["Scored", "buffered_cache", "decode", "render_prompt", "rollout_row", "sample",
-           "sample_and_score", "score", "shares_prompt_cache"]
+__all__ = ["Scored", "buffered_cache", "decode", "greedy_and_draws", "render_prompt", "rollout_row",
+           "sample", "sample_and_score", "score", "shares_prompt_cache"]
 
 
 def score(env, rows: list[dict], texts: list[str], truncated: list[bool]) -> list[dict]:
@@ -72,6 +74,30 @@ def sample_and_score(model, tok, prompts: list[list[int]], envs: list, rows: lis
             scores[k] = sc
     return Scored(res["tokens"], res["lengths"], res["logps"], truncated, texts, scores, gen_s,
                   time.perf_counter() - t0)
+
+
+def greedy_and_draws(model, tok, prompts: list[list[int]], envs: tuple, rows: tuple, group: int,
+                     max_new: int, temperature: float, generator) -> tuple[Scored, Scored]:
+    """One split measured both ways seed 003 measures it, in one pass (sample's `greedy_slot`):
+    each prompt's greedy completion, scored by envs[0] against rows[0], and its `group` draws at
+    `temperature` from `generator`, scored by envs[1] against rows[1]. The draws are the ones a
+    draws-only call samples; the greedy completions the ones a greedy call decodes."""
+    t0 = time.perf_counter()
+    res = sample(model, prompts, group, max_new, temperature, tok.eos_token_id, tok.pad_token_id,
+                 generator, greedy_slot=True)
+    gen_s = time.perf_counter() - t0
+    per = group + 1
+    out = []
+    for ks, env, env_rows in ((list(range(0, len(res["tokens"]), per)), envs[0], rows[0]),
+                              ([k for k in range(len(res["tokens"])) if k % per], envs[1], rows[1])):
+        ix = torch.tensor(ks, dtype=torch.long)
+        texts = [decode(tok, res["tokens"][k], int(res["lengths"][k]), tok.eos_token_id) for k in ks]
+        truncated = res["truncated"][ix].tolist()
+        t0 = time.perf_counter()
+        scores = score(env, [env_rows[k // per] for k in ks], texts, truncated)
+        out.append(Scored(res["tokens"][ix], res["lengths"][ix], res["logps"][ix], truncated, texts,
+                          scores, gen_s * len(ks) / len(res["tokens"]), time.perf_counter() - t0))
+    return out[0], out[1]
 
 
 def rollout_row(row: dict, text: str, truncated: bool, sc: dict, name: str,

@@ -59,7 +59,7 @@ def render_prompt(tokenizer, messages) -> list[int]:
 @torch.no_grad()
 def sample(model, prompts: list[list[int]], group: int, max_new: int, temperature: float,
            eos_id: int, pad_id: int, generator: torch.Generator | None,
-           copy_prompt_cache: bool = False) -> dict:
+           copy_prompt_cache: bool = False, greedy_slot: bool = False) -> dict:
     """KV-cached sampling of `group` completions per prompt. Each prompt is prefilled once; its
     group's completions then share that cache (see `shares_prompt_cache`) or, for an attention
     implementation that takes no custom mask (or with `copy_prompt_cache`, which the test and
@@ -67,10 +67,21 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
 
     Returns completion ids [N*group, T] (pad after the end), their lengths, the behaviour
     log-probs of the sampled tokens under the sampling distribution (captured here and never
-    recomputed), and whether each completion hit max_new without an end token."""
+    recomputed), and whether each completion hit max_new without an end token.
+
+    `greedy_slot` adds a greedy completion in front of each prompt's group, in the prompt's
+    shared cache: rows i * (group + 1) + 0 are greedy, the next `group` are sampled at
+    `temperature` by `generator` exactly as a call without it samples them (the same random
+    numbers, drawn over the same rows). Seed 003 measures a policy both ways on one split; this
+    reads each prompt's keys once for both instead of once for the greedy pass and once for the
+    draws."""
     device = next(model.parameters()).device
     n, width = len(prompts), max(len(p) for p in prompts)
+    drawn, group = group, group + int(greedy_slot)   # `group`: completions per prompt, greedy's too
     shared = group > 1 and not copy_prompt_cache and shares_prompt_cache(model)
+    if greedy_slot and (not shared or temperature <= 0):
+        raise ValueError("a greedy slot rides on sampled draws in a shared prompt cache (SDPA "
+                         "attention, temperature > 0)")
     ids = torch.full((n, width), pad_id, dtype=torch.long)
     prompt_mask = torch.zeros((n, width), dtype=torch.long)
     for i, p in enumerate(prompts):  # left padding; positions count real tokens only
@@ -101,15 +112,17 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
     lengths = torch.zeros(rows, dtype=torch.long, device=device)
     done = torch.zeros(rows, dtype=torch.bool, device=device)
     for t in range(max_new):
-        if temperature > 0:
-            lp = torch.log_softmax(logits / temperature, -1)
-            nxt = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
+        if greedy_slot:
+            slots = logits.view(n, group, -1)
+            g_lp, d_lp = next_token(slots[:, 0], 0.0, None), next_token(
+                slots[:, 1:].reshape(n * drawn, -1), temperature, generator)
+            nxt = torch.cat([g_lp[0][:, None], d_lp[0].view(n, drawn)], 1).reshape(rows)
+            chosen = torch.cat([g_lp[1][:, None], d_lp[1].view(n, drawn)], 1).reshape(rows)
         else:
-            lp = torch.log_softmax(logits, -1)
-            nxt = lp.argmax(-1)
+            nxt, chosen = next_token(logits, temperature, generator)
         live = ~done
         tokens[live, t] = nxt[live]
-        logps[live, t] = lp.gather(1, nxt[:, None]).squeeze(1)[live]
+        logps[live, t] = chosen[live]
         lengths += live.long()
         done |= nxt == eos_id
         if bool(done.all()) or t == max_new - 1:
@@ -128,6 +141,18 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
                            use_cache=True).logits[:, -1].float()
     return {"tokens": tokens.cpu(), "lengths": lengths.cpu(), "logps": logps.cpu(),
             "truncated": (~done).cpu()}
+
+
+def next_token(logits: torch.Tensor, temperature: float, generator: torch.Generator | None):
+    """Each row's next token (sampled at `temperature`, or its argmax at 0) and its log-prob
+    under the distribution it was drawn from."""
+    if temperature > 0:
+        lp = torch.log_softmax(logits / temperature, -1)
+        nxt = torch.multinomial(lp.exp(), 1, generator=generator).squeeze(1)
+    else:
+        lp = torch.log_softmax(logits, -1)
+        nxt = lp.argmax(-1)
+    return nxt, lp.gather(1, nxt[:, None]).squeeze(1)
 
 
 def shares_prompt_cache(model) -> bool:

@@ -239,6 +239,91 @@ def test_a_group_sharing_its_prompt_cache_samples_what_a_copied_cache_samples():
     assert len({tuple(shared["tokens"][k].tolist()) for k in range(3)}) > 1
 
 
+def _sharp_model(seed: int):
+    """A small random model with sharp, context-dependent distributions (a slot that saw the
+    wrong keys, or a draw from the wrong random numbers, would show in its tokens)."""
+    from embedded_trainer import recipe
+
+    tok = recipe.build_tokenizer()
+    model = recipe.build_model(dict(recipe.DEFAULTS, hidden_size=32, ffn=64, layers=2, heads=2), len(tok))
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.5, generator=g)
+    return model.eval(), tok, g
+
+
+def test_a_greedy_slot_beside_the_draws_decodes_the_greedy_pass_and_samples_the_draws_alone():
+    """Seed 003's two measurements of a split in one pass: each prompt's greedy completion rides
+    in its shared cache beside the draws. What comes back is what a greedy call decodes and what
+    a draws-only call with the same generator samples, token for token."""
+    pytest.importorskip("transformers")
+    from embedded_trainer import sampling
+
+    model, _, g = _sharp_model(6)
+    prompts = [torch.randint(6, 90, (n,), generator=g).tolist() for n in (13, 7, 10, 4)]
+    both = sampling.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
+                           generator=torch.Generator().manual_seed(7), greedy_slot=True)
+    greedy = sampling.sample(model, prompts, 1, 8, 0.0, eos_id=2, pad_id=0, generator=None)
+    drawn = sampling.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
+                            generator=torch.Generator().manual_seed(7))
+    g_rows = torch.arange(0, 4 * 4, 4)
+    d_rows = torch.tensor([k for k in range(16) if k % 4])
+    for key in ("tokens", "lengths", "truncated"):
+        assert torch.equal(both[key][g_rows], greedy[key]), key
+        assert torch.equal(both[key][d_rows], drawn[key]), key
+    assert torch.allclose(both["logps"][d_rows], drawn["logps"], atol=1e-4)
+    # the draws differ from the greedy completion (a slot that copied another would not)
+    assert any(not torch.equal(both["tokens"][k], both["tokens"][4 * (k // 4)]) for k in d_rows.tolist())
+    # a greedy slot needs draws to ride on and a cache to share
+    for kwargs in ({"temperature": 0.0}, {"temperature": 1.0, "copy_prompt_cache": True}):
+        with pytest.raises(ValueError, match="greedy slot"):
+            sampling.sample(model, prompts, 3, 8, eos_id=2, pad_id=0, generator=None,
+                            greedy_slot=True, **kwargs)
+
+
+def test_an_eval_measures_a_split_greedy_and_by_draws_in_one_pass_with_the_rows_of_two(tmp_path, monkeypatch):
+    """The trainer's eval pairs a greedy env with the draws env of the same examples (the
+    driver renders each split both ways) and writes the rows, in the same order, that sampling
+    each env alone writes; an env of other arguments, or greedy at a set temperature, is not
+    paired."""
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from embedded_trainer import rl
+
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "envs"))
+    model, tok, _ = _sharp_model(8)
+    text = TOY_CONFIG.format(max_steps=1, model=TOY, kl=0.0).replace(
+        "[orchestrator.eval.sampling]\nmax_completion_tokens = 6\n",
+        "[orchestrator.eval.sampling]\nmax_completion_tokens = 8\n").replace(
+        "[trainer.optim]", '[[orchestrator.eval.env]]\nid = "parity_toy"\nname = "other-args"\n'
+        'num_examples = 40\nargs = {with_reference = false}\n'
+        '[[orchestrator.eval.env]]\nid = "parity_toy"\nname = "draws"\nnum_examples = 40\n'
+        "rollouts_per_example = 4\n[trainer.optim]")
+    cfg = config.load(["@", _toml(tmp_path / "rl.toml", text)])
+    blocks = cfg.orchestrator.eval.env
+    run = SimpleNamespace(cfg=cfg, model=model, tok=tok, device=torch.device("cpu"), seq_len=512,
+                          eval_blocks=blocks, eval_envs=[rl.load_env(b) for b in blocks])
+    examples = [rl.eval_examples(run, b, e) for b, e in zip(blocks, run.eval_envs)]
+    assert rl.eval_pairs(run, examples) == {0: 2}
+
+    def eval_rows(out: Path) -> list[tuple]:
+        run.out = out
+        rl.evaluate(run, 1)
+        return [(x["env_name"], x["example_id"], json.dumps(x["completion"]), x["reward"],
+                 x["is_truncated"]) for x in rows(out / "run_default" / "rollouts" / "step_1" / "eval_rollouts.jsonl")]
+
+    paired = eval_rows(tmp_path / "paired")
+    monkeypatch.setattr(rl, "eval_pairs", lambda run, examples: {})
+    alone = eval_rows(tmp_path / "alone")
+    assert paired == alone
+    assert [n for n, *_ in alone] == ["parity_toy"] * 40 + ["other-args"] * 40 + ["draws"] * 160
+    monkeypatch.undo()
+    cfg.orchestrator.eval.sampling.temperature = 0.7
+    assert rl.eval_pairs(run, examples) == {}
+
+
 def test_a_saved_recipe_model_reloads_with_the_same_tokenization(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     import verifiers as vf
