@@ -213,32 +213,6 @@ def test_shared_prefix_forward_equals_a_full_forward_and_sampling_logprobs_match
         assert not torch.allclose(alone[0], res["logps"][k, :n], atol=1e-2)
 
 
-def test_a_group_sharing_its_prompt_cache_samples_what_a_copied_cache_samples():
-    """The shared layout (one cache row per prompt, a 4D mask) against the per-completion copy
-    that attention implementations without custom masks get: the same generator draws the same
-    tokens with the same log-probs, and the shared mask really isolates the completions."""
-    pytest.importorskip("transformers")
-    from embedded_trainer import recipe, rollouts
-
-    tok = recipe.build_tokenizer()
-    model = recipe.build_model(dict(recipe.DEFAULTS, hidden_size=32, ffn=64, layers=2, heads=2), len(tok))
-    g = torch.Generator().manual_seed(4)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, 0.5, generator=g)
-    assert rollouts.shares_prompt_cache(model)   # transformers' default here: SDPA
-    prompts = [torch.randint(6, 90, (n,), generator=g).tolist() for n in (13, 7, 10)]
-    shared = rollouts.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
-                             generator=torch.Generator().manual_seed(5))
-    copied = rollouts.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
-                             generator=torch.Generator().manual_seed(5), copy_prompt_cache=True)
-    assert torch.equal(shared["tokens"], copied["tokens"])
-    assert torch.equal(shared["lengths"], copied["lengths"])
-    assert torch.allclose(shared["logps"], copied["logps"], atol=1e-4)
-    # the group's completions differ (so a mask that let them see each other would change them)
-    assert len({tuple(shared["tokens"][k].tolist()) for k in range(3)}) > 1
-
-
 def _sharp_model(seed: int):
     """A small random model with sharp, context-dependent distributions (a slot that saw the
     wrong keys, or a draw from the wrong random numbers, would show in its tokens)."""
@@ -251,6 +225,27 @@ def _sharp_model(seed: int):
         for p in model.parameters():
             p.normal_(0, 0.5, generator=g)
     return model.eval(), tok, g
+
+
+def test_a_group_sharing_its_prompt_cache_samples_what_a_copied_cache_samples():
+    """The shared layout (one cache row per prompt, a 4D mask) against the per-completion copy
+    that attention implementations without custom masks get: the same generator draws the same
+    tokens with the same log-probs, and the shared mask really isolates the completions."""
+    pytest.importorskip("transformers")
+    from embedded_trainer import rollouts
+
+    model, _, g = _sharp_model(4)
+    assert rollouts.shares_prompt_cache(model)   # transformers' default here: SDPA
+    prompts = [torch.randint(6, 90, (n,), generator=g).tolist() for n in (13, 7, 10)]
+    shared = rollouts.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
+                             generator=torch.Generator().manual_seed(5))
+    copied = rollouts.sample(model, prompts, 3, 8, 1.0, eos_id=2, pad_id=0,
+                             generator=torch.Generator().manual_seed(5), copy_prompt_cache=True)
+    assert torch.equal(shared["tokens"], copied["tokens"])
+    assert torch.equal(shared["lengths"], copied["lengths"])
+    assert torch.allclose(shared["logps"], copied["logps"], atol=1e-4)
+    # the group's completions differ (so a mask that let them see each other would change them)
+    assert len({tuple(shared["tokens"][k].tolist()) for k in range(3)}) > 1
 
 
 def test_a_greedy_slot_beside_the_draws_decodes_the_greedy_pass_and_samples_the_draws_alone():
