@@ -65,9 +65,10 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
     implementation that takes no custom mask (or with `copy_prompt_cache`, which the test and
     bench/sampler.py use to compare the two), get a copy each. temperature 0 means greedy.
 
-    Returns completion ids [N*group, T] (pad after the end), their lengths, the behaviour
-    log-probs of the sampled tokens under the sampling distribution (captured here and never
-    recomputed), and whether each completion hit max_new without an end token.
+    Returns completion ids [N*group, T] (N*(group+1) with a greedy slot; pad after the end),
+    their lengths, the behaviour log-probs of the sampled tokens under the sampling distribution
+    (captured here and never recomputed), and whether each completion hit max_new without an
+    end token.
 
     `greedy_slot` adds a greedy completion in front of each prompt's group, in the prompt's
     shared cache: rows i * (group + 1) + 0 are greedy, the next `group` are sampled at
@@ -77,7 +78,7 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
     draws."""
     device = next(model.parameters()).device
     n, width = len(prompts), max(len(p) for p in prompts)
-    drawn, group = group, group + int(greedy_slot)   # `group`: completions per prompt, greedy's too
+    k, group = group, group + int(greedy_slot)   # k draws; `group` from here counts greedy's slot too
     shared = group > 1 and not copy_prompt_cache and shares_prompt_cache(model)
     if greedy_slot and (not shared or temperature <= 0):
         raise ValueError("a greedy slot rides on sampled draws in a shared prompt cache (SDPA "
@@ -114,10 +115,10 @@ def sample(model, prompts: list[list[int]], group: int, max_new: int, temperatur
     for t in range(max_new):
         if greedy_slot:
             slots = logits.view(n, group, -1)
-            g_lp, d_lp = next_token(slots[:, 0], 0.0, None), next_token(
-                slots[:, 1:].reshape(n * drawn, -1), temperature, generator)
-            nxt = torch.cat([g_lp[0][:, None], d_lp[0].view(n, drawn)], 1).reshape(rows)
-            chosen = torch.cat([g_lp[1][:, None], d_lp[1].view(n, drawn)], 1).reshape(rows)
+            g_next, g_lp = next_token(slots[:, 0], 0.0, None)
+            d_next, d_lp = next_token(slots[:, 1:].reshape(n * k, -1), temperature, generator)
+            nxt = torch.cat([g_next[:, None], d_next.view(n, k)], 1).reshape(rows)
+            chosen = torch.cat([g_lp[:, None], d_lp.view(n, k)], 1).reshape(rows)
         else:
             nxt, chosen = next_token(logits, temperature, generator)
         live = ~done
