@@ -370,35 +370,37 @@ def evaluate(run: Setup, step: int) -> None:
     rows_out = []
     run.model.eval()
 
-    def rows(i: int, chunk: list[dict], got) -> list[dict]:
-        rpe = len(got.texts) // len(chunk)
+    def rows(i: int, chunk: list[dict], got, rpe: int) -> list[dict]:
         return [rollout_row(chunk[k // rpe], got.texts[k], got.truncated[k], got.scores[k],
                             env_name(blocks[i]), None, got.gen_ms_per_rollout)
                 for k in range(len(got.texts))]
 
-    for i, (block, env) in enumerate(zip(blocks, envs)):
-        out, d = made.pop(i, None), pairs.get(i)
+    def sample_env(i: int) -> list[dict]:
+        """Env i's rows; where it is a greedy env with a draws twin, the twin's rows too (kept
+        in `made`). The draws' random numbers come from a seed of (draws env, batch) either way."""
+        block, d = blocks[i], pairs.get(i)
+        rpe, temp = block.rollouts_per_example, orch.eval.sampling.temperature
+        temp = emb.eval_draw_temperature if rpe > 1 else (0.0 if temp is None else temp)
+        seed_name, out = env_name(blocks[i if d is None else d]), []
+        for s in range(0, len(examples[i]), 64):
+            chunk = examples[i][s:s + 64]
+            prompts = [render_prompt(run.tok, r["prompt"]) for r in chunk]
+            gen = torch.Generator(device=run.device).manual_seed(hash_seed(emb.seed, "eval", seed_name, s))
+            if d is None:
+                got = sample_and_score(run.model, run.tok, prompts, [envs[i]] * len(chunk), chunk,
+                                       rpe, limit, temp, gen, run.seq_len)
+            else:
+                twin, k = examples[d][s:s + 64], blocks[d].rollouts_per_example
+                got, drawn = greedy_and_draws(run.model, run.tok, prompts, (envs[i], envs[d]),
+                                              (chunk, twin), k, limit, emb.eval_draw_temperature, gen)
+                made.setdefault(d, []).extend(rows(d, twin, drawn, k))
+            out += rows(i, chunk, got, rpe)
+        return out
+
+    for i, block in enumerate(blocks):
+        out = made.pop(i, None)
         if out is None:
-            out = []
-            rpe, temp = block.rollouts_per_example, orch.eval.sampling.temperature
-            temp = emb.eval_draw_temperature if rpe > 1 else (0.0 if temp is None else temp)
-            for s in range(0, len(examples[i]), 64):
-                chunk = examples[i][s:s + 64]
-                prompts = [render_prompt(run.tok, r["prompt"]) for r in chunk]
-                # the draws' random numbers: a seed of (draws env, batch), paired or not
-                seeded = d if d is not None else i
-                gen = torch.Generator(device=run.device).manual_seed(
-                    hash_seed(emb.seed, "eval", env_name(blocks[seeded]), s))
-                if d is None:
-                    got = sample_and_score(run.model, run.tok, prompts, [env] * len(chunk), chunk,
-                                           rpe, limit, temp, gen, run.seq_len)
-                else:
-                    twin = examples[d][s:s + 64]
-                    got, drawn = greedy_and_draws(run.model, run.tok, prompts, (env, envs[d]),
-                                                  (chunk, twin), blocks[d].rollouts_per_example,
-                                                  limit, emb.eval_draw_temperature, gen)
-                    made.setdefault(d, []).extend(rows(d, twin, drawn))
-                out += rows(i, chunk, got)
+            out = sample_env(i)
         rows_out += out
         log(f"eval step {step} {env_name(block)}: mean reward "
             f"{sum(r['reward'] for r in out) / max(1, len(out)):.4f} over {len(out)} rollouts")
@@ -422,17 +424,15 @@ def eval_pairs(run: Setup, examples: list[list[dict]]) -> dict[int, int]:
 
     if not shares_prompt_cache(run.model) or (run.cfg.orchestrator.eval.sampling.temperature or 0) > 0:
         return {}
-    blocks, pairs, taken = run.eval_blocks, {}, set()
+    blocks, pairs = run.eval_blocks, {}
     for d, db in enumerate(blocks):
         if db.rollouts_per_example < 2 or episodes.is_multi_turn(run.eval_envs[d]):
             continue
-        for g in range(d):
-            gb = blocks[g]
-            if (g not in taken and gb.rollouts_per_example == 1 and (gb.id, gb.args) == (db.id, db.args)
-                    and [r["prompt"] for r in examples[g]] == [r["prompt"] for r in examples[d]]):
-                pairs[g] = d
-                taken.add(g)
-                break
+        twin = next((g for g, gb in enumerate(blocks[:d])
+                     if g not in pairs and gb.rollouts_per_example == 1 and (gb.id, gb.args) == (db.id, db.args)
+                     and [r["prompt"] for r in examples[g]] == [r["prompt"] for r in examples[d]]), None)
+        if twin is not None:
+            pairs[twin] = d
     return pairs
 
 
