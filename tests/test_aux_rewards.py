@@ -212,6 +212,7 @@ def test_teacher_md_and_the_llm_prompt_state_the_aux_rule_the_gate_enforces(tmp_
     assert "on every generated row" in flat
 
 
+@pytest.mark.extended   # a run to iter_1's gate, three times (15-20 s); each gate line is tested above
 def test_a_teacher_knowing_only_teacher_md_is_refused_for_10_or_state_and_passes_to_the_words(tmp_path):
     """Through the iteration's dataset phase: two attempts refused by the lines TEACHER.md names,
     the third, written to its words, passes the gate (the run is stopped right after it: what

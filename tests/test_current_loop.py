@@ -56,6 +56,11 @@ def reference(tmp_path_factory):
     return tmp, run_dir_from(r.stdout), r
 
 
+# The reference run is a whole loop on the current generation: its tests are in CI's extended
+# command, beside the kill-anywhere test that resumes it; the main suite keeps a current whole
+# loop in the partial-groups test below, and the classic twins of these checks
+# (test_full_run_and_resume.py).
+@pytest.mark.extended
 def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     tmp, run_dir, r = reference
     state = json.loads((run_dir / "run.json").read_text())
@@ -129,6 +134,7 @@ def test_a_current_run_goes_from_taskset_introspection_to_finalize(reference):
     assert "return _HubTaskset.toolsets(config)" in text     # the hub taskset's shared tools too
 
 
+@pytest.mark.extended   # the reference run's
 def test_every_eval_file_holds_numbers_only_once_its_arm_is_evaluated(reference):
     """The eval seal on the current dialect: no eval or selection problem is in any file under
     the run directory, and every arm's final-weights eval traces (the eval and selection sources,
@@ -250,6 +256,7 @@ def _hf_cache(root: Path, model: str) -> dict:
     return {"HF_HOME": str(root), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
+@pytest.mark.extended   # the reference run's
 def test_the_recommended_weights_export_as_a_model_directory_from_pretrained_loads(reference, tmp_path):
     """A current arm's final weights are a broadcast of shards only: export-model saves the base
     model's config, generation config and tokenizer beside a copy of them."""

@@ -121,6 +121,7 @@ def test_the_rule_grader_maps_reward_gaps_to_the_nearest_margin():
     assert v.tiers == [[1], [3], [0], [2]] and v.gaps == ["slight", "slight", "clear"]
 
 
+@pytest.mark.extended   # a real trainer run (15-20 s); the advantages it takes are tested above
 def test_the_trainer_trains_on_gar_advantages(tmp_path):
     from test_embedded_trainer import rows, run_trainer
 

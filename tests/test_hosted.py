@@ -138,6 +138,10 @@ def reference(tmp_path_factory):
     return tmp, run_dir_from(r.stdout), r
 
 
+# The reference run (about 35 s) is a whole hosted loop: its tests are in CI's extended command,
+# beside the kill-anywhere test that resumes it; the main suite keeps hosted whole loops in
+# `faults`, the paused-arm and the create-timeout tests below.
+@pytest.mark.extended
 def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout(reference):
     tmp, run_dir, r = reference
     state = json.loads((run_dir / "run.json").read_text())
@@ -241,6 +245,7 @@ def test_an_on_demand_only_account_runs_the_whole_loop_on_the_flat_volume_layout
     assert summary_json["cost_usd"] == pytest.approx(ARM_COST + probe["cost_usd"])
 
 
+@pytest.mark.extended   # the reference run's
 def test_the_hosted_probe_states_its_cost_and_runs_only_under_its_share_of_an_arm(reference):
     from driver.backends import hosted
     from driver.run.rundir import RunDir
@@ -257,6 +262,7 @@ def test_the_hosted_probe_states_its_cost_and_runs_only_under_its_share_of_an_ar
     assert not runs and "cannot be estimated" in line and line.endswith("skipped (--hosted-probe-share 0.1; 1 runs it anyway)")
 
 
+@pytest.mark.extended   # the reference run's
 def test_a_lost_control_is_stopped_by_id_before_the_next_is_submitted_and_its_cost_is_in_the_ledger(reference):
     tmp, run_dir, r = reference
     runs = platform_runs(tmp)
@@ -636,6 +642,7 @@ def test_on_0_15_a_paused_arm_resumes_from_its_own_checkpoint_and_the_cost_cap_c
     assert cfg["resume"] == {"dir": f"/volume/runs/{paused['id']}/run/checkpoints/step_2"}
 
 
+@pytest.mark.extended   # the reference run's
 def test_a_generated_env_installs_on_the_platform_only_beside_the_hub_env_its_run_names(tmp_path, reference):
     """The platform installs a pushed env with its wheel's requirements only. A generated env
     loads the hub taskset by id and declares no requirement for it (a bare distribution name
@@ -681,6 +688,7 @@ def test_a_generated_env_installs_on_the_platform_only_beside_the_hub_env_its_ru
     assert "ModuleNotFoundError" not in str(ended["declared"].get("error_message"))
 
 
+@pytest.mark.extended   # the reference run's
 def test_a_generated_env_wheel_declares_no_bare_hub_requirement_and_each_run_names_the_hub_env(tmp_path, reference):
     """Every generated env's wheel requires verifiers only (the hub env's bare name would be
     resolved from the public index; the reference platform resolves it from none,
@@ -723,7 +731,9 @@ def test_sigkill_anywhere_on_the_hosted_backend_never_submits_a_second_run(refer
                       "stock_arithmetic_run_b": 1, "stock_arithmetic_run_c": 1}
 
 
-@pytest.mark.parametrize("pause", [None, pytest.param("-iter_0-train-:2", marks=pytest.mark.extended)])
+# both in CI's extended command: each is a whole hosted run with a 4-s queue per launch
+@pytest.mark.extended
+@pytest.mark.parametrize("pause", [None, "-iter_0-train-:2"])
 def test_time_in_the_queue_is_shown_and_never_counted_against_the_start_up_limit(tmp_path, runs, pause):
     """A run may queue (commands/rl.py:1456@0.18.0): each of this run's launches waits 4 s in the
     queue against a 2-s --startup-timeout, and (second case) iter_0's training is paused at step

@@ -326,10 +326,26 @@ def test_llm_teacher_speaks_anthropic_messages_api(tmp_path):
     assert usage["output_tokens"] > 0
 
 
-def test_llm_teacher_needs_a_model_and_reports_an_unreachable_endpoint(tmp_path, runs):
-    env = driver_env(tmp_path)
-    r = driver(["run", "--teacher", "llm", "--runs-dir", str(runs)], env)
+def test_llm_teacher_needs_a_model_before_a_run_directory_exists(tmp_path, runs):
+    r = driver(["run", "--teacher", "llm", "--runs-dir", str(runs)], driver_env(tmp_path))
     assert r.returncode == 2 and "--llm-model" in r.stderr and not list(runs.iterdir())
+
+
+def test_an_unreachable_llm_endpoint_is_named_with_what_to_check_and_resume():
+    from driver.errors import DriverError
+    from driver.run.model import LLMConfig
+    from driver.teachers.llm import LLMTeacher
+
+    cfg = LLMConfig(base_url="http://127.0.0.1:9/v1", model="m", price_in=None, price_out=None)
+    with pytest.raises(DriverError) as e:
+        LLMTeacher(cfg).chat("sys", [{"role": "user", "content": "hello"}])
+    assert "could not reach http://127.0.0.1:9/v1/chat/completions" in str(e.value)
+    assert "--llm-base-url" in str(e.value) and "`driver resume`" in str(e.value)
+
+
+@pytest.mark.extended   # a run through iter_0 (about 10 s); the teacher's own call is tested above
+def test_an_unreachable_llm_endpoint_fails_the_run_at_its_weakness_phase(tmp_path, runs):
+    env = driver_env(tmp_path)
     r = driver(["run", "--teacher", "llm", "--llm-model", "m", "--llm-base-url",
                 "http://127.0.0.1:9/v1", "--max-iters", "2", "--runs-dir", str(runs), *FAST],
                {**env, "OPENAI_API_KEY": "k"})   # a key is set; the endpoint is what fails
