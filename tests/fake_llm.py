@@ -1,6 +1,9 @@
 """A faithful double of an LLM API on 127.0.0.1: OpenAI's /v1/chat/completions and Anthropic's
-/v1/messages request and response shapes, with usage. Replies come from a script of callables
-that receive the request body; every request is recorded for assertions."""
+/v1/messages request and response shapes, with usage, and both APIs' model listing (GET
+/v1/models: OpenAI's `{"object": "list", "data": [{"id", "object": "model", ...}]}`, Anthropic's
+`{"data": [{"type": "model", "id", ...}], "has_more"}`), which answers 401 without the `key` it
+was given, as both do. Replies come from a script of callables that receive the request body;
+every POST is recorded in `requests`, every listing in `listings`."""
 from __future__ import annotations
 
 import json
@@ -9,14 +12,43 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeLLM:
-    def __init__(self, script):
+    def __init__(self, script, models=("fake-1",), key: str | None = None):
         self.script = list(script)
         self.requests: list[dict] = []
+        self.listings: list[dict] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):
                 pass
+
+            def _send(self, code: int, out: dict) -> None:
+                data = json.dumps(out).encode()
+                self.send_response(code)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                fake.listings.append({"path": self.path, "headers": dict(self.headers)})
+                if not self.path.endswith("/models"):
+                    return self._send(404, {"error": {"message": "not found"}})
+                anthropic = "anthropic-version" in self.headers
+                given = (self.headers.get("x-api-key") if anthropic
+                         else (self.headers.get("authorization") or "").removeprefix("Bearer "))
+                if key is not None and given != key:
+                    return self._send(401, {"error": {"type": "authentication_error",
+                                                      "message": "invalid x-api-key" if anthropic
+                                                      else "Incorrect API key provided"}})
+                if anthropic:
+                    return self._send(200, {"data": [{"type": "model", "id": m, "display_name": m,
+                                                      "created_at": "2026-01-01T00:00:00Z"}
+                                                     for m in models],
+                                            "has_more": False, "first_id": models[0] if models else None,
+                                            "last_id": models[-1] if models else None})
+                self._send(200, {"object": "list", "data": [
+                    {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in models]})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))

@@ -268,6 +268,10 @@ def test_llm_teacher_is_re_asked_with_the_gate_lines_and_no_eval_canary_reaches_
         requests = llm.requests
     assert r.returncode == 0, r.stderr[-3000:]
     rd = run_dir_from(r.stdout)
+    # the endpoint was asked once before iter_0 trained (the free model listing, with the key)
+    assert [q["path"] for q in llm.listings] == ["/v1/models"]
+    assert llm.listings[0]["headers"]["authorization"] == "Bearer sk-test-123"
+    assert "LLM teacher: fake-1 at " in r.stderr and "WARNING" not in r.stderr.split("iter_0")[0]
     assert [q["path"] for q in requests] == ["/v1/chat/completions"] * 3
     assert requests[0]["headers"]["authorization"] == "Bearer sk-test-123"
     # the format re-ask carries the first reply; the third request carries the gate's lines
@@ -343,6 +347,39 @@ def test_an_unreachable_llm_endpoint_is_named_with_what_to_check_and_resume():
     assert "--llm-base-url" in str(e.value) and "`driver resume`" in str(e.value)
 
 
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_the_llm_endpoint_is_asked_before_iter_0_and_each_fault_is_named_with_its_fix(api, monkeypatch):
+    """What `driver run` prints before iter_0 trains (the teacher's first call comes only after):
+    the free model listing, never a billed call, and for each fault it can see the flag or
+    variable to fix and that `driver resume` continues."""
+    from driver.run.model import LLMConfig
+    from driver.teachers.llm import LLMTeacher
+
+    def check(base_url, model="fake-1"):
+        return LLMTeacher(LLMConfig(api=api, base_url=base_url, model=model, key_env="T_KEY",
+                                    price_in=None, price_out=None)).check_endpoint(timeout_s=2)
+
+    path = "/v1/models"
+    down = check("http://127.0.0.1:9" + ("" if api == "anthropic" else "/v1"))
+    assert f"WARNING http://127.0.0.1:9{path} did not answer" in down
+    assert "--llm-base-url" in down and "`driver resume`" in down
+    with FakeLLM([], models=("fake-1", "fake-2"), key="k-right") as llm:
+        base = llm.url + ("" if api == "anthropic" else "/v1")
+        monkeypatch.delenv("T_KEY", raising=False)
+        unset = check(base)
+        monkeypatch.setenv("T_KEY", "k-wrong")
+        wrong = check(base)
+        monkeypatch.setenv("T_KEY", "k-right")
+        unlisted, ok = check(base, model="fake-9"), check(base)
+        assert llm.requests == []   # nothing billed: listings only
+        assert {q["path"] for q in llm.listings} == {path} and len(llm.listings) == 4
+    assert "answered 401: T_KEY is not set" in unset and "`driver resume`" in unset
+    assert "answered 401: it refused the key in T_KEY" in wrong
+    assert "--llm-model fake-9 is not among the 2 models it lists (fake-1, fake-2)" in unlisted
+    assert "WARNING" not in ok and f"LLM teacher: fake-1 at {base} ({api} API" in ok
+    assert "the model listed" in ok
+
+
 @pytest.mark.extended   # a run through iter_0 (about 10 s); the teacher's own call is tested above
 def test_an_unreachable_llm_endpoint_fails_the_run_at_its_weakness_phase(tmp_path, runs):
     env = driver_env(tmp_path)
@@ -350,6 +387,9 @@ def test_an_unreachable_llm_endpoint_fails_the_run_at_its_weakness_phase(tmp_pat
                 "http://127.0.0.1:9/v1", "--max-iters", "2", "--runs-dir", str(runs), *FAST],
                {**env, "OPENAI_API_KEY": "k"})   # a key is set; the endpoint is what fails
     assert r.returncode == 1 and "could not reach http://127.0.0.1:9/v1" in r.stderr
+    # said before iter_0 trained, as well as when the call failed after it
+    assert r.stderr.index("WARNING http://127.0.0.1:9/v1/models did not answer") < r.stderr.index(
+        "could not reach")
     rd = run_dir_from(r.stdout)
     st = json.loads((rd / "run.json").read_text())
     assert st["status"] == "failed" and st["phase"] == "weakness"

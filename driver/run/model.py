@@ -201,7 +201,9 @@ class LLMConfig(BaseModel):
         "openai", help="LLM teacher protocol: an OpenAI-compatible /chat/completions endpoint or "
                        "Anthropic's /v1/messages", resumable=True)
     base_url: str | None = setting(help="LLM teacher endpoint (default: "
-                                        "https://api.openai.com/v1 or https://api.anthropic.com)",
+                                        "https://api.openai.com/v1 or https://api.anthropic.com); "
+                                        "`driver run` asks its model list once before iter_0 "
+                                        "trains and warns if it does not answer",
                                    resumable=True)
     model: str | None = setting(help="LLM teacher model name (required with --teacher llm)",
                                 parse="name", resumable=True)

@@ -128,6 +128,40 @@ class LLMTeacher:
                               f"({type(e).__name__}: {e}); check --llm-api and --llm-base-url.") from None
         return text, usage
 
+    def check_endpoint(self, timeout_s: float = 5.0) -> str:
+        """A line for `driver run`'s header: whether the endpoint answers now, asked with the
+        free model-listing request both APIs serve (GET .../models), never a billed call. The
+        teacher's first call comes only after iter_0 has trained, so an endpoint that does not
+        answer, a key it refuses or a model it does not list is said before those hours are
+        spent. Not a refusal: `driver resume` continues a run stopped by any of them, and an
+        endpoint may be started while iter_0 trains."""
+        import httpx
+
+        c, key = self.cfg, self._key()
+        url = c.base_url.rstrip("/") + ("/v1/models" if c.api == "anthropic" else "/models")
+        headers = ({"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})}
+                   if c.api == "anthropic" else {"authorization": f"Bearer {key}"} if key else {})
+        later = ("iter_0 trains first; the teacher's first call, after it, fails the same way "
+                 "unless this is fixed by then (`driver resume` continues the run)")
+        try:
+            r = httpx.get(url, headers=headers, timeout=timeout_s)
+        except httpx.HTTPError as e:
+            return (f"LLM teacher: WARNING {url} did not answer ({type(e).__name__}: {e}); "
+                    f"check --llm-base-url. {later}")
+        if r.status_code in (401, 403):
+            why = (f"{c.key_env} is not set" if not key else f"it refused the key in {c.key_env}")
+            return (f"LLM teacher: WARNING {url} answered {r.status_code}: {why}. {later}")
+        try:
+            listed = [m["id"] for m in r.json()["data"]] if r.status_code == 200 else None
+        except (ValueError, KeyError, TypeError):
+            listed = None
+        if listed is not None and c.model not in listed:
+            return (f"LLM teacher: WARNING {c.base_url} answers, but --llm-model {c.model} is not "
+                    f"among the {len(listed)} models it lists "
+                    f"({', '.join(listed[:5])}{', ...' if len(listed) > 5 else ''}). {later}")
+        return (f"LLM teacher: {c.model} at {c.base_url} ({c.api} API; {url} answered "
+                f"{r.status_code}{', the model listed' if listed else ''})")
+
     # ---- the contract -----------------------------------------------------------------------
     def teach(self, brief: Brief) -> None:
         if outputs_present(brief.iter_dir):
