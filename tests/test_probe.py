@@ -115,6 +115,23 @@ def test_the_embedded_probe_samples_and_scores_with_the_env_rubric(tmp_path):
     assert r2.returncode == 1 and "neither a model directory" in r2.stderr
 
 
+def test_the_probes_verdict_is_clear_once_its_wilson_interval_lies_on_one_side_of_the_floor():
+    """The rule the embedded probe stops on (the whole probe stopping is the extended test
+    below): after n groups, the live fraction's Wilson 95% interval wholly above or below F."""
+    from embedded_trainer.probe import CHUNK, clear
+
+    assert CHUNK == 16
+    assert clear(0, 16, 1.0) and clear(15, 16, 1.0)     # F = 1: any group that does not vary
+    assert not clear(16, 16, 1.0)                        # all live: never below 1
+    assert clear(16, 16, 0.1) and clear(8, 16, 0.1)      # clearly above the driver's floor
+    assert not clear(2, 16, 0.1) and not clear(0, 16, 0.1)
+    # 0 live of 32 is not yet clearly below 0.1 (its interval tops out at 0.107): the probe
+    # samples all 32, and the driver's floor then reads the fraction itself
+    assert not clear(0, 32, 0.1) and clear(0, 48, 0.1)
+    assert clear(1, 16, 0.0) and not clear(0, 16, 0.0)   # floor 0: any live group settles it
+
+
+@pytest.mark.extended   # a torch worker's start (about 10 s); the rule it stops on is tested above
 def test_the_embedded_probe_stops_early_once_its_verdict_is_clear(tmp_path):
     """--min-live F: after each chunk of 16 prompts the probe stops when the live fraction's
     Wilson 95% interval lies wholly on one side of F. At F = 1 that is as soon as a chunk holds a
