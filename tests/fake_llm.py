@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeLLM:
-    def __init__(self, script, models=("fake-1",), key: str | None = None):
+    def __init__(self, script, models=("fake-1",), key: str | None = None, has_more: bool = False):
         self.script = list(script)
         self.requests: list[dict] = []
         self.listings: list[dict] = []
@@ -45,7 +45,7 @@ class FakeLLM:
                     return self._send(200, {"data": [{"type": "model", "id": m, "display_name": m,
                                                       "created_at": "2026-01-01T00:00:00Z"}
                                                      for m in models],
-                                            "has_more": False, "first_id": models[0] if models else None,
+                                            "has_more": has_more, "first_id": models[0] if models else None,
                                             "last_id": models[-1] if models else None})
                 self._send(200, {"object": "list", "data": [
                     {"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in models]})

@@ -378,6 +378,10 @@ def test_the_llm_endpoint_is_asked_before_iter_0_and_each_fault_is_named_with_it
     assert "--llm-model fake-9 is not among the 2 models it lists (fake-1, fake-2)" in unlisted
     assert "WARNING" not in ok and f"LLM teacher: fake-1 at {base} ({api} API" in ok
     assert "the model listed" in ok
+    if api == "anthropic":   # a paged list (has_more) does not show a model missing
+        with FakeLLM([], models=("fake-1",), has_more=True) as llm:
+            paged = check(llm.url, model="fake-9")
+        assert "WARNING" not in paged and "the model listed" not in paged
 
 
 @pytest.mark.extended   # a run through iter_0 (about 10 s); the teacher's own call is tested above

@@ -152,8 +152,10 @@ class LLMTeacher:
             why = (f"{c.key_env} is not set" if not key else f"it refused the key in {c.key_env}")
             return (f"LLM teacher: WARNING {url} answered {r.status_code}: {why}. {later}")
         try:
-            listed = [m["id"] for m in r.json()["data"]] if r.status_code == 200 else None
-        except (ValueError, KeyError, TypeError):
+            body = r.json() if r.status_code == 200 else {}
+            # Anthropic pages its list (has_more): a model past the first page is not missing
+            listed = None if body.get("has_more") else [m["id"] for m in body["data"]]
+        except (ValueError, KeyError, TypeError, AttributeError):
             listed = None
         if listed is not None and c.model not in listed:
             return (f"LLM teacher: WARNING {c.base_url} answers, but --llm-model {c.model} is not "
