@@ -9,7 +9,7 @@ the chance to flip before any teacher row. Reads train-side files only (dataset.
 probe_rollouts.jsonl*, iter_0's train rollouts): rows' info and rollouts' rewards, never an eval
 file.
 
-    python bench/teacher_rows.py RUN_DIR [RUN_DIR ...] [--peak 120] [--by-step]
+    python bench/teacher_rows.py RUN_DIR [RUN_DIR ...] [--peak 120] [--by-step] [--arms]
 """
 from __future__ import annotations
 
@@ -49,15 +49,18 @@ def groups_at_peak(rows_by_step: dict, threshold: int, at: bool = True) -> dict:
                 peaks[g] = peak(info)
     right = {g: sum(v) for g, v in groups.items()}
     by_step: dict = defaultdict(list)
+    step_right: dict = defaultdict(lambda: [0, 0])   # per step: rollouts right, rollouts
     for (step, ex), v in groups.items():
         by_step[step].append(f"{peaks[(step, ex)]}: {right[(step, ex)]}/{len(v)}")
+        step_right[step][0] += right[(step, ex)]
+        step_right[step][1] += len(v)
     return {"groups": len(groups), "live": sum(0 < right[g] < len(v) for g, v in groups.items()),
             "rollouts": sum(len(v) for v in groups.values()), "right": sum(right.values()),
-            "by_step": dict(by_step)}
+            "by_step": dict(by_step), "step_right": dict(step_right)}
 
 
-def iter0_at_peak(run: Path, threshold: int) -> dict:
-    """groups_at_peak over iter_0's train rollouts, every step of its launch, read through the
+def arm_at_peak(run: Path, n: int, threshold: int) -> dict:
+    """groups_at_peak over iter_n's train rollouts, every step of its launch, read through the
     run's dialect as the teacher's brief reads them, each step numbered as it was trained."""
     from driver.context import Ctx
     from driver.phases.iteration import train_window
@@ -66,8 +69,8 @@ def iter0_at_peak(run: Path, threshold: int) -> dict:
 
     rd = RunDir(run)
     ctx = Ctx.records(rd, rd.load())
-    out = ctx.iter_dir(0) / ArmFiles.OUT
-    steps = ctx.dialect.train_steps(out, *train_window(ctx, 0))
+    out = ctx.iter_dir(n) / ArmFiles.OUT
+    steps = ctx.dialect.train_steps(out, *train_window(ctx, n))
     # a step named as it was trained (classic writes step s's batch under step_{s-1})
     return groups_at_peak({ctx.dialect.trained_step(s): list(ctx.dialect.train_rows(out, s))
                            for s in steps}, threshold)
@@ -85,6 +88,10 @@ def main() -> None:
     ap.add_argument("--peak", type=int, default=120, help="the peak stock that counts (default 120)")
     ap.add_argument("--by-step", action="store_true",
                     help="also list iter_0's groups at the peak step by step (peak: right/rollouts)")
+    ap.add_argument("--arms", action="store_true",
+                    help="also each trained iteration's own train rollouts at the peak (with "
+                         "--by-step, step by step: where in its arm the habit gave way), and each "
+                         "probe attempt's groups at and below the peak")
     a = ap.parse_args()
     probe: dict[str, list[float]] = defaultdict(list)
     probe_groups: dict[str, list[dict]] = {}   # every attempt's rollouts, one "step" per file
@@ -106,16 +113,24 @@ def main() -> None:
                     print(f"    aim: {aim['magnitude']} {side} {aim.get('at_least', aim.get('at_most'))}"
                           f" (found by {aim['found_in']}'s teacher, share {aim['share']}):"
                           f" {sum(in_aim(i['problem'], aim) for i in got) / len(got):.3f} inside")
-            for pr in d.glob("probe_rollouts.jsonl*"):
+            for pr in sorted(d.glob("probe_rollouts.jsonl*")):
                 probe_groups[str(pr)] = rows_of(pr)
                 for r in probe_groups[str(pr)]:
                     probe[surface_class(r["info"], a.peak)].append(float(r["reward"]))
-        t = iter0_at_peak(run, a.peak)
-        print(f"  iter_0's train rollouts at a peak >= {a.peak}: {t['groups']} groups, {t['live']} live; "
-              f"{t['right']} of {t['rollouts']} rollouts right")
-        if a.by_step:
-            for step, got in t["by_step"].items():
-                print(f"    step {step}: {', '.join(got)}")
+                if a.arms:
+                    at, below = (groups_at_peak({0: probe_groups[str(pr)]}, a.peak, x) for x in (True, False))
+                    print(f"    probe {pr.name}: groups at a peak >= {a.peak} {at['groups']} "
+                          f"({at['live']} live), below {below['groups']} ({below['live']} live)")
+        arms = [0] + ([int(d.name.split("_")[1]) for d in run.glob("iter_*")
+                       if (d / "train_done.json").exists() and d.name != "iter_0"] if a.arms else [])
+        for n in sorted(arms):
+            t = arm_at_peak(run, n, a.peak)
+            print(f"  iter_{n}'s train rollouts at a peak >= {a.peak}: {t['groups']} groups, {t['live']} live; "
+                  f"{t['right']} of {t['rollouts']} rollouts right")
+            if a.by_step:
+                for step, got in t["by_step"].items():
+                    r, k = t["step_right"][step]
+                    print(f"    step {step} ({r}/{k} right): {', '.join(got)}")
     print("gradient-probe rollouts, every attempt of the runs above:")
     for k in sorted(probe):
         v = probe[k]

@@ -90,7 +90,9 @@ def test_teacher_rows_counts_live_groups_at_the_peak_by_step_and_example():
             4: [row(1, 45, 1.0), row(1, 45, 1.0)]}                                    # same id, new step
     got = groups_at_peak(rows, 120)
     assert got == {"groups": 3, "live": 1, "rollouts": 8, "right": 3,
-                   "by_step": {3: ["125: 1/4", "125: 0/2"], 4: ["125: 2/2"]}}
+                   "by_step": {3: ["125: 1/4", "125: 0/2"], 4: ["125: 2/2"]},
+                   "step_right": {3: [1, 6], 4: [2, 2]}}
     assert groups_at_peak(rows, 126)["groups"] == 0
     below = groups_at_peak(rows, 120, at=False)
-    assert below == {"groups": 1, "live": 1, "rollouts": 2, "right": 1, "by_step": {3: ["90: 1/2"]}}
+    assert below == {"groups": 1, "live": 1, "rollouts": 2, "right": 1, "by_step": {3: ["90: 1/2"]},
+                     "step_right": {3: [1, 2]}}

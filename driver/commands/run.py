@@ -53,7 +53,7 @@ def main(a) -> int:
 
     from pydantic import ValidationError
 
-    from driver import backends, loop
+    from driver import backends, loop, teachers
     from driver.backends import local_student
     from driver.context import Ctx
     from driver.envs.describe import context_lines, interaction_line
@@ -89,7 +89,7 @@ def main(a) -> int:
         _check_base_config(Path(state.base_config), backend.dialect, state.knobs())
     settings_note = _settings_source(state, backend)
     launch_notes = (_one_eval_setting(state, set(values)) + _check_launch_prerequisites(state, backend)
-                    + ([settings_note] if settings_note else []) + _teacher_endpoint(state))
+                    + [note for note in (settings_note, teachers.header_line(state)) if note])
     introspected = _introspect_first(state, backend)
     refusal = backends.episode_refusal(backend, introspected[0])   # never run as another kind
     if refusal:
@@ -254,17 +254,6 @@ def _one_eval_setting(state, given: set[str]) -> list[str]:
         state.eval_temperature = float(sampling["temperature"])
         return [f"eval: temperature {state.eval_temperature:g} for every arm (the base config's)"]
     return []
-
-
-def _teacher_endpoint(state) -> list[str]:
-    """The LLM teacher's endpoint, asked once before iter_0 trains (its first call comes only
-    after): a line for the header, a warning where it does not answer, refuses the key or does
-    not list the model. Not refused here: `driver resume` fixes each of them."""
-    if state.teacher != "llm":
-        return []
-    from driver.teachers.llm import LLMTeacher
-
-    return [LLMTeacher(state.llm).check_endpoint()]
 
 
 def _check_launch_prerequisites(state, backend) -> list[str]:

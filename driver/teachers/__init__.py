@@ -119,10 +119,12 @@ class Teacher(Protocol):
 
 @dataclass(frozen=True)
 class TeacherKind:
-    """One entry of the registry: how to build the teacher a run asked for, and why it cannot
-    teach on an env (checked before anything trains, and on `driver resume --teacher`)."""
+    """One entry of the registry: how to build the teacher a run asked for, why it cannot
+    teach on an env (checked before anything trains, and on `driver resume --teacher`), and
+    what `driver run`'s header says of it before iter_0 trains (a warning resume can fix)."""
     build: Callable[[Any], Teacher]                 # RunState -> Teacher
     refusal: Callable[[Any, dict], str | None] = lambda state, hub: None
+    header: Callable[[Any], str | None] = lambda state: None
 
 
 def _agent(state) -> Teacher:
@@ -152,12 +154,18 @@ def _llm_refusal(state, hub: dict) -> str | None:
     return None
 
 
+def _llm_header(state) -> str | None:
+    """The endpoint, asked once before iter_0 trains: the teacher's first call comes only after."""
+    from driver.teachers.llm import LLMTeacher
+    return LLMTeacher(state.llm).check_endpoint() if state.llm is not None else None
+
+
 # every teacher the run model names (TEACHER_NAMES, its --teacher choices), and nothing else:
 # a new teacher is a module with a class satisfying Teacher, its name there and an entry here
 REGISTRY: dict[str, TeacherKind] = {
     "agent": TeacherKind(_agent),
     "builtin": TeacherKind(_builtin, lambda state, hub: builtin_refusal(hub)),
-    "llm": TeacherKind(_llm, _llm_refusal),
+    "llm": TeacherKind(_llm, _llm_refusal, _llm_header),
 }
 if set(REGISTRY) != set(TEACHER_NAMES):
     raise TypeError(f"the teacher registry ({sorted(REGISTRY)}) and --teacher's choices "
@@ -179,6 +187,11 @@ def preflight(state, hub: dict) -> None:
     refusal = _kind(state).refusal(state, hub)
     if refusal:
         raise UsageError(refusal)
+
+
+def header_line(state) -> str | None:
+    """What `driver run`'s header says of the run's teacher before iter_0 trains, if anything."""
+    return _kind(state).header(state)
 
 
 def get(state) -> Teacher:

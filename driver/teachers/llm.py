@@ -83,23 +83,27 @@ class LLMTeacher:
     def _key(self) -> str | None:
         return os.environ.get(self.cfg.key_env) or None
 
+    def _endpoint(self, openai_path: str, anthropic_path: str) -> tuple[str, dict]:
+        """The URL of one of the API's paths and the headers every request to it carries (the
+        key, where its variable is set, as the API expects it)."""
+        c, key = self.cfg, self._key()
+        if c.api == "anthropic":
+            return (c.base_url.rstrip("/") + anthropic_path,
+                    {"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})})
+        return (c.base_url.rstrip("/") + openai_path,
+                {"authorization": f"Bearer {key}"} if key else {})
+
     def chat(self, system: str, messages: list[dict]) -> tuple[str, dict]:
         """One call; returns (text, {"input_tokens", "output_tokens"})."""
         import httpx
 
-        c, key = self.cfg, self._key()
+        c = self.cfg
+        url, headers = self._endpoint("/chat/completions", "/v1/messages")
+        headers["content-type"] = "application/json"
         if c.api == "anthropic":
-            url = c.base_url.rstrip("/") + "/v1/messages"
-            headers = {"anthropic-version": "2023-06-01", "content-type": "application/json"}
-            if key:
-                headers["x-api-key"] = key
             body = {"model": c.model, "max_tokens": c.max_tokens, "system": system,
                     "messages": messages}
         else:
-            url = c.base_url.rstrip("/") + "/chat/completions"
-            headers = {"content-type": "application/json"}
-            if key:
-                headers["authorization"] = f"Bearer {key}"
             body = {"model": c.model, "max_tokens": c.max_tokens,
                     "messages": [{"role": "system", "content": system}, *messages]}
         try:
@@ -138,9 +142,7 @@ class LLMTeacher:
         import httpx
 
         c, key = self.cfg, self._key()
-        url = c.base_url.rstrip("/") + ("/v1/models" if c.api == "anthropic" else "/models")
-        headers = ({"anthropic-version": "2023-06-01", **({"x-api-key": key} if key else {})}
-                   if c.api == "anthropic" else {"authorization": f"Bearer {key}"} if key else {})
+        url, headers = self._endpoint("/models", "/v1/models")
         later = ("iter_0 trains first; the teacher's first call, after it, fails the same way "
                  "unless this is fixed by then (`driver resume` continues the run)")
         try:
@@ -151,12 +153,14 @@ class LLMTeacher:
         if r.status_code in (401, 403):
             why = (f"{c.key_env} is not set" if not key else f"it refused the key in {c.key_env}")
             return (f"LLM teacher: WARNING {url} answered {r.status_code}: {why}. {later}")
-        try:
-            body = r.json() if r.status_code == 200 else {}
-            # Anthropic pages its list (has_more): a model past the first page is not missing
-            listed = None if body.get("has_more") else [m["id"] for m in body["data"]]
-        except (ValueError, KeyError, TypeError, AttributeError):
-            listed = None
+        listed = None   # the models it lists, where the whole list came back
+        if r.status_code == 200:
+            try:
+                body = r.json()
+                # Anthropic pages its list (has_more): a model past the first page is not missing
+                listed = None if body.get("has_more") else [m["id"] for m in body["data"]]
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass
         if listed is not None and c.model not in listed:
             return (f"LLM teacher: WARNING {c.base_url} answers, but --llm-model {c.model} is not "
                     f"among the {len(listed)} models it lists "
